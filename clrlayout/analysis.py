@@ -1,0 +1,147 @@
+"""One analysis of a dump: reader, runtime, profile, GC heap, MethodTables, and the strings in it.
+
+This is the library's front door; the CLI commands are thin layers over it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .errors import HeapNotFound, TypeNotFound
+from .findings import Findings
+from .gcheap import GcHeap, find_gc_heap
+from .heap import HeapObject, HeapWalker
+from .limits import DEFAULT_LIMITS, Limits
+from .methodtable import MethodTables
+from .objscan import iter_string_addresses, learn_string_method_table
+from .profiles import Profile, load_profile
+from .readers import Dump, open_dump
+from .runtime import RuntimeInfo, detect_runtime, profile_for
+from .strings import StringObject, read_string
+
+STRING_TYPE = "System.String"
+
+
+@dataclass
+class Analysis:
+    dump: Dump
+    runtime: RuntimeInfo
+    profile: Profile
+    heap: GcHeap
+    mts: MethodTables
+    findings: Findings
+    warnings: list = field(default_factory=list)
+    #: set by --mt: the user's MethodTable, trusted if it has a string's shape
+    mt_override: int | None = None
+
+    def close(self) -> None:
+        self.dump.close()
+
+    def __enter__(self) -> "Analysis":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- the String MethodTable -------------------------------------------------------------------
+
+    def string_method_table(self) -> int:
+        """The System.String MethodTable: --mt if given, else learned from the heap."""
+        if self.mts.string_mt is not None:
+            return self.mts.string_mt
+        if self.mt_override is not None:
+            raw = self.mts.read_raw(self.mt_override)
+            if raw is None:
+                raise TypeNotFound(f"--mt {self.mt_override:#x}: no MethodTable in the dump there")
+            if not raw.has_component_size or raw.component_size != self.profile.string.component_size:
+                raise TypeNotFound(f"--mt {self.mt_override:#x} is not a System.String MethodTable "
+                                   f"(flags {raw.m_dwFlags:#010x}: component size {raw.component_size})")
+            if raw.m_BaseSize != self.profile.string.base_size:
+                self.warnings.append(f"--mt {self.mt_override:#x} has BaseSize {raw.m_BaseSize}; "
+                                     f"profile {self.profile.label} says {self.profile.string.base_size}")
+            self.mts.string_mt = self.mt_override
+            return self.mt_override
+        if self.heap.exact:
+            walker = HeapWalker(self.dump.memory, self.mts, Findings(0))
+            for obj in walker.iter_objects(self.heap.segments):
+                if obj.method_table.kind == "string":
+                    self.mts.string_mt = obj.method_table.address
+                    return self.mts.string_mt
+        else:
+            found = learn_string_method_table(self.dump, self.mts)
+            if found is not None:
+                self.mts.string_mt = found
+                return found
+        raise TypeNotFound(self._why_no_string_mt())
+
+    def _why_no_string_mt(self) -> str:
+        p = self.profile
+        for mt in self.mts.known().values():
+            raw = self.mts.read_raw(mt.address)
+            if raw is not None and raw.has_component_size and raw.component_size == p.string.component_size \
+                    and mt.kind == "class" and raw.m_BaseSize != p.string.base_size:
+                return (f"found a String-shaped MethodTable at {mt.address:#x} with BaseSize {raw.m_BaseSize}, "
+                        f"but profile {p.label} says {p.string.base_size}: wrong runtime version or profile? "
+                        f"(--profile or --mt select another)")
+        return (f"no System.String MethodTable found in {self.dump.path} "
+                f"(profile {p.label}; give one with --mt if you know it)")
+
+    # --- enumeration ------------------------------------------------------------------------------
+
+    def iter_objects(self) -> Iterator[HeapObject]:
+        """Every object of the exact heap walk (empty in object-scan mode)."""
+        if not self.heap.exact:
+            return iter(())
+        return HeapWalker(self.dump.memory, self.mts, self.findings).iter_objects(self.heap.segments)
+
+    def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
+        """Every System.String of the heap, in address order within each segment."""
+        string_mt = self.string_method_table()
+        space = self.dump.memory
+        if self.heap.exact:
+            for obj in self.iter_objects():
+                if obj.method_table.address == string_mt:
+                    yield read_string(space, self.profile, obj.address, obj.segment.large, self.findings, decode)
+            return
+        threshold = self.profile.object.large_object_threshold
+        base, comp = self.profile.string.base_size, self.profile.string.component_size
+        for address in iter_string_addresses(self.dump, self.mts, string_mt, self.findings):
+            length = space.read_u32(address + self.profile.string.length_offset)
+            large = base + comp * length >= threshold  # the GC puts such objects on the LOH
+            yield read_string(space, self.profile, address, large, self.findings, decode)
+
+
+def open_analysis(path: str, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",
+                  limits: Limits = DEFAULT_LIMITS) -> Analysis:
+    """Open a dump and find its runtime, profile and GC heap.
+
+    ``heap``: "auto" walks the heap exactly when its bounds are found and scans otherwise; "scan" always
+    uses the checked object scan; "walk" fails unless the exact walk is possible.
+    """
+    dump = open_dump(path, limits)
+    try:
+        warnings = list(dump.warnings)
+        runtime = detect_runtime(dump)
+        if profile:
+            name, _, version = profile.partition("@")
+            prof = load_profile(name, version or runtime.version_tuple)
+        else:
+            prof = profile_for(dump, runtime)
+        if runtime.version is None:
+            warnings.append(f"runtime version unknown: using profile {prof.label}")
+        gc = find_gc_heap(dump, runtime.module, limits)
+        if heap == "walk" and not gc.exact:
+            raise HeapNotFound(f"{path}: no exact heap walk possible: " + "; ".join(gc.warnings[-1:]))
+        if heap == "scan" and gc.exact:
+            gc = GcHeap(method="object-scan", gc_mode=gc.gc_mode, dac_vars=gc.dac_vars)
+            warnings.append("--heap scan: using the checked object scan although the exact walk is possible")
+        elif not gc.exact:
+            warnings.append("no exact heap walk: strings are found by a checked scan, which cannot tell dead "
+                            "bytes past the heap's end from live objects (reason below)")
+        warnings += gc.warnings
+        mts = MethodTables(dump.memory, prof, limits)
+        return Analysis(dump, runtime, prof, gc, mts, Findings(limits.max_findings), warnings, mt_override=mt)
+    except BaseException:
+        dump.close()
+        raise

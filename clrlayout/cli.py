@@ -1,0 +1,270 @@
+"""The ``clrlayout`` command.  Commands are thin: options -> library -> presenter.
+
+Errors are mapped to exit codes in one place (:func:`main`): a :class:`ClrLayoutError` prints one line on
+stderr and exits with its code; anything else is a bug and exits 70 with one line (a traceback only with
+``CLRLAYOUT_DEBUG=1``).  Data goes to stdout, warnings and errors to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import click
+
+from . import __version__
+from .errors import ClrLayoutError, ExitCode, FindingsError, UnsupportedType
+
+STRING_TYPES = {"System.String", "string", "String"}
+
+
+class Address(click.ParamType):
+    """An address: ``0x…`` hex, or a hex string as WinDbg prints it (backticks allowed)."""
+
+    name = "address"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).replace("`", "").strip().lower()
+        try:
+            return int(text, 16)  # WinDbg and SOS print addresses in hex, with or without 0x
+        except ValueError:
+            self.fail(f"{value!r} is not a hexadecimal address", param, ctx)
+
+
+ADDRESS = Address()
+
+
+def out(line: str = "") -> None:
+    click.echo(line)
+
+
+def warn(message: str) -> None:
+    click.echo(f"clrlayout: warning: {message}", err=True)
+
+
+# --- shared options ---------------------------------------------------------------------------------
+
+mt_option = click.option("--mt", type=ADDRESS, default=None,
+                         help="Use this System.String MethodTable instead of finding it.")
+profile_option = click.option("--profile", "profile", default=None, metavar="NAME[@VERSION]",
+                              help="Use this layout profile (a file name in formats/, e.g. coreclr-x64@3.1).")
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+heap_option = click.option("--heap", "heap", type=click.Choice(["auto", "walk", "scan"]), default="auto",
+                           show_default=True,
+                           help="walk: exact heap walk from the GC's own data (fail if impossible); scan: checked "
+                                "object scan; auto: walk when possible.")
+
+
+def _regex(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return re.compile(value)
+    except re.error as e:
+        raise click.BadParameter(f"not a valid regular expression: {e}") from None
+
+
+def filter_options(f):
+    """--min-length, --max-length, --contains, --regex, --address-range: they compose (AND)."""
+    f = click.option("--address-range", nargs=2, type=ADDRESS, default=None, metavar="START END",
+                     help="Only objects at START <= address < END.")(f)
+    f = click.option("--regex", callback=_regex, default=None, metavar="RE",
+                     help="Only strings whose full value matches RE (Python syntax, searched anywhere).")(f)
+    f = click.option("--contains", default=None, metavar="TEXT", help="Only strings whose value contains TEXT.")(f)
+    f = click.option("--max-length", type=click.IntRange(min=0), default=None, help="Only strings of at most N characters.")(f)
+    f = click.option("--min-length", type=click.IntRange(min=0), default=None, help="Only strings of at least N characters.")(f)
+    return f
+
+
+def make_filter(min_length, max_length, contains, regex, address_range):
+    from .filters import StringFilter
+
+    return StringFilter(min_length, max_length, contains, regex, tuple(address_range) if address_range else None)
+
+
+def _type_check(type_name: str) -> None:
+    if type_name not in STRING_TYPES:
+        raise UnsupportedType(f"--type {type_name}: only System.String is supported")
+
+
+def _report(analysis, quiet: bool, strict: bool = False) -> None:
+    """Warnings and findings on stderr; under --strict, findings are an error."""
+    if not quiet:
+        for w in analysis.warnings:
+            warn(w)
+        f = analysis.findings
+        for item in f:
+            warn(str(item))
+        if f.count > len(f.items):
+            warn(f"... and {f.count - len(f.items)} more findings")
+    if strict and analysis.findings.count:
+        raise FindingsError(f"{analysis.findings.count} heap anomalies found (--strict)")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="clrlayout")
+def cli():
+    """Show how .NET objects sit in memory, byte by byte, from a crash dump (no DAC needed).
+
+    Reads Windows minidumps (x86, x64) and Linux ELF cores of .NET Framework 4.x and CoreCLR processes.
+    """
+
+
+# --- info -------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@mt_option
+@profile_option
+@heap_option
+@quiet_option
+def info(file, fmt, mt, profile, heap, quiet):
+    """What the dump holds: format, architecture, runtime, GC heap, String MethodTable."""
+    from .analysis import open_analysis
+    from .present import info as present
+
+    with open_analysis(file, mt=mt, profile=profile, heap=heap) as a:
+        data = present.info_dict(a)
+        if fmt == "json":
+            from .present.jsonout import dumps
+
+            out(dumps(data))
+        else:
+            for line in present.info_lines(data):
+                out(line)
+        _report(a, quiet)
+
+
+# --- dump -------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--type", "type_name", default="System.String", show_default=True, help="The type to list.")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="Stop after N objects.")
+@click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
+@click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")
+@filter_options
+@mt_option
+@profile_option
+@heap_option
+@quiet_option
+def dump(file, type_name, fmt, limit, layout, strict, min_length, max_length, contains, regex, address_range,
+         mt, profile, heap, quiet):
+    """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
+    from .analysis import open_analysis
+    from .present import jsonout, text
+
+    _type_check(type_name)
+    with open_analysis(file, mt=mt, profile=profile, heap=heap) as a:
+        ptr = a.profile.pointer_size
+        count = size = aligned = 0
+        selected = make_filter(min_length, max_length, contains, regex, address_range)
+        if fmt == "table" and not layout:
+            out(text.dumpheap_header(ptr))
+        for s in a.iter_strings(decode=True):
+            if limit is not None and count >= limit:
+                break
+            if not selected.accepts(s):
+                continue
+            count += 1
+            size += s.size
+            aligned += s.aligned_size
+            if fmt == "jsonl":
+                out(jsonout.string_line(s))
+            elif layout:
+                _print_layout(a, s)
+            else:
+                out(text.dumpheap_line(s, ptr))
+        if fmt == "table":
+            out(text.total_line(count, size, aligned))
+        _report(a, quiet, strict)
+
+
+def _print_layout(a, s) -> None:
+    from .layout import string_layout
+    from .present import hexview, text
+    from .strings import object_span
+
+    start, span = object_span(a.profile, s.address, s.length, s.large)
+    data = a.dump.memory.read(start, span)
+    lay = string_layout(a.profile, s.length, s, data, s.large, max_value_chars=60)
+    title = (f"System.String at {s.address:#x} (MethodTable {s.method_table:#x}, "
+             f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {'LOH' if s.large else 'SOH'}):")
+    for line in text.layout_table(lay, title):
+        out(line)
+    out()
+    for line in hexview.hex_dump(lay):
+        out(line)
+    out()
+
+
+# --- trim -------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("output", type=click.Path(dir_okay=False))
+@mt_option
+@profile_option
+@quiet_option
+def trim(file, output, mt, profile, quiet):
+    """Write a smaller dump of the same format that keeps what the string analysis reads."""
+    from .trim import trim as do_trim
+
+    if os.path.abspath(file) == os.path.abspath(output):
+        raise click.UsageError("OUTPUT must not be the input file")
+    r = do_trim(file, output, mt, profile)
+    if not quiet:
+        out(f"{output}: {r.output_bytes:,} bytes (from {r.input_bytes:,}); kept {r.kept_memory:,} of "
+            f"{r.total_memory:,} bytes of memory in {r.ranges} ranges; {r.strings:,} strings")
+
+
+# --- entry point ------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    try:
+        rv = cli.main(args=argv, prog_name="clrlayout", standalone_mode=False)
+        return int(rv or 0)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
+    except click.exceptions.Abort:
+        click.echo("clrlayout: aborted", err=True)
+        return 130
+    except ClrLayoutError as e:
+        click.echo(f"clrlayout: error: {e}", err=True)
+        return int(e.exit_code)
+    except BrokenPipeError:
+        # the reader of stdout went away (| head): not an error
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except KeyboardInterrupt:
+        click.echo("clrlayout: interrupted", err=True)
+        return 130
+    except MemoryError:
+        click.echo("clrlayout: error: out of memory", err=True)
+        return int(ExitCode.INTERNAL)
+    except Exception as e:  # a bug: one line, traceback on request
+        if os.environ.get("CLRLAYOUT_DEBUG"):
+            raise
+        click.echo(f"clrlayout: internal error: {type(e).__name__}: {e} (set CLRLAYOUT_DEBUG=1 for a traceback; "
+                   f"please report it)", err=True)
+        return int(ExitCode.INTERNAL)
+
+
+def entry_point() -> None:
+    sys.exit(main())
+

@@ -1,0 +1,67 @@
+"""The embedded .NET runtime: CoreCLR 3.1.23 from the PyPI package ``dotnetcore2`` (``pip install clrlayout[live]``).
+
+Used by the live harness and by the scripts that make sample dumps: where the runtime is, its ``dotnet``
+host and ``createdump``, and the environment and runtimeconfig it needs (invariant globalization: CoreCLR
+3.1 cannot use the libicu of current Linux distributions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .errors import LiveRuntimeUnavailable
+
+RUNTIME_VERSION = "3.1.23"
+INSTALL_HINT = "install it with: pip install 'clrlayout[live]' (it brings dotnetcore2==3.1.23, pythonnet)"
+
+
+def dotnet_root() -> Path:
+    """The folder holding ``dotnet`` and ``shared/Microsoft.NETCore.App/3.1.23``."""
+    try:
+        import dotnetcore2
+    except ImportError:
+        raise LiveRuntimeUnavailable(f"the embedded CoreCLR (package dotnetcore2) is not installed; {INSTALL_HINT}") from None
+    root = Path(dotnetcore2.__file__).resolve().parent / "bin"
+    if not (root / "shared" / "Microsoft.NETCore.App" / RUNTIME_VERSION).is_dir():
+        raise LiveRuntimeUnavailable(f"dotnetcore2 at {root} has no Microsoft.NETCore.App {RUNTIME_VERSION}; {INSTALL_HINT}")
+    return root
+
+
+def runtime_dir() -> Path:
+    return dotnet_root() / "shared" / "Microsoft.NETCore.App" / RUNTIME_VERSION
+
+
+def dotnet_host() -> Path:
+    return dotnet_root() / "dotnet"
+
+
+def createdump() -> Path:
+    path = runtime_dir() / "createdump"
+    if not os.access(path, os.X_OK):
+        raise LiveRuntimeUnavailable(f"{path} is missing or not executable")
+    return path
+
+
+def runtimeconfig(invariant: bool = True) -> dict:
+    config = {"runtimeOptions": {"tfm": "netcoreapp3.1",
+                                 "framework": {"name": "Microsoft.NETCore.App", "version": RUNTIME_VERSION}}}
+    if invariant:
+        config["runtimeOptions"]["configProperties"] = {"System.Globalization.Invariant": True}
+    return config
+
+
+def write_runtimeconfig(path: str | Path, invariant: bool = True) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(runtimeconfig(invariant), indent=1))
+    return path
+
+
+def environment() -> dict:
+    """Environment for processes that run on the embedded runtime."""
+    env = dict(os.environ)
+    env["DOTNET_ROOT"] = str(dotnet_root())
+    env.setdefault("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+    env.setdefault("DOTNET_CLI_TELEMETRY_OPTOUT", "1")
+    return env

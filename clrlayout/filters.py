@@ -1,0 +1,47 @@
+"""Filters on strings, composed with AND: what --min-length, --max-length, --contains, --regex,
+--address-range and --mt select.  Length and address tests come first, so values are decoded only for
+strings that can still match."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .strings import StringObject
+
+
+@dataclass(frozen=True)
+class StringFilter:
+    min_length: int | None = None
+    max_length: int | None = None
+    contains: str | None = None
+    regex: re.Pattern | None = None
+    address_range: tuple[int, int] | None = None  # [start, end)
+
+    @property
+    def needs_value(self) -> bool:
+        return self.contains is not None or self.regex is not None
+
+    @property
+    def active(self) -> bool:
+        return any(v is not None for v in (self.min_length, self.max_length, self.contains, self.regex,
+                                           self.address_range))
+
+    def accepts_shape(self, address: int, length: int) -> bool:
+        """The tests that need no characters."""
+        if self.min_length is not None and length < self.min_length:
+            return False
+        if self.max_length is not None and length > self.max_length:
+            return False
+        if self.address_range is not None and not self.address_range[0] <= address < self.address_range[1]:
+            return False
+        return True
+
+    def accepts(self, s: StringObject) -> bool:
+        if not self.accepts_shape(s.address, s.length):
+            return False
+        if self.contains is not None and self.contains not in s.value:
+            return False
+        if self.regex is not None and not self.regex.search(s.value):
+            return False
+        return True

@@ -1,0 +1,57 @@
+"""Heap anomalies are recorded as findings, not raised: a scan reports them and resynchronises.
+
+Kinds follow ClrMD's ObjectCorruptionKind ranges: 0-99 placement and object shape, 200+ unreadable.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class FindingKind(enum.IntEnum):
+    OBJECT_PAST_SEGMENT_END = 2
+    BAD_METHOD_TABLE = 10
+    OBJECT_TOO_SMALL = 11
+    STRING_NOT_TERMINATED = 20
+    STRING_BAD_HEADER_PADDING = 21
+    STRING_TOO_LONG = 22
+    MEMORY_MISSING = 200
+    SEGMENT_UNREADABLE = 201
+
+    @property
+    def slug(self) -> str:
+        return self.name.lower().replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: FindingKind
+    address: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.slug} at {self.address:#x}: {self.detail}"
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind.slug, "address": f"{self.address:#x}", "detail": self.detail}
+
+
+@dataclass
+class Findings:
+    """Findings of one scan; at most ``limit`` are kept, all are counted."""
+
+    limit: int = 1000
+    items: list = field(default_factory=list)
+    count: int = 0
+
+    def add(self, kind: FindingKind, address: int, detail: str) -> None:
+        self.count += 1
+        if len(self.items) < self.limit:
+            self.items.append(Finding(kind, address, detail))
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        return iter(self.items)

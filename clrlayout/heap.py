@@ -1,0 +1,150 @@
+"""Walking the GC heap: every object of a segment, back to back, as the GC itself lays them out.
+
+``o_next = o + Align(BaseSize + ComponentSize * NumComponents)`` from the segment's first object to its end
+(gc.cpp, SOS and ClrMD walk the same way).  Zeroed gaps (allocation contexts) are skipped to the next
+object; an object whose MethodTable does not check out is recorded as a finding and the walk resumes at
+the next word that is a known MethodTable (ClrMD's FindNextValidObject).  Memory is read in bounded
+windows; nothing is read past a segment's end.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+from .addrspace import AddressSpace
+from .findings import FindingKind, Findings
+from .gcheap import Segment
+from .methodtable import MethodTable, MethodTables
+
+
+@dataclass(frozen=True)
+class HeapObject:
+    address: int
+    method_table: MethodTable
+    num_components: int
+    size: int  # BaseSize + ComponentSize * NumComponents (SOS size)
+    aligned_size: int
+    segment: Segment
+
+
+class HeapWalker:
+    def __init__(self, space: AddressSpace, mts: MethodTables, findings: Findings | None = None):
+        self.space = space
+        self.mts = mts
+        self.profile = mts.profile
+        self.findings = findings if findings is not None else Findings(space.limits.max_findings)
+        ptr = space.pointer_size
+        e = "<" if space.little_endian else ">"
+        self._word = struct.Struct(e + ("Q" if ptr == 8 else "I"))
+        self._u32 = struct.Struct(e + "I")
+
+    def iter_objects(self, segments) -> Iterator[HeapObject]:
+        for seg in segments:
+            yield from self.iter_segment(seg)
+
+    def iter_segment(self, seg: Segment) -> Iterator[HeapObject]:
+        p = self.profile
+        ptr = p.pointer_size
+        unmask = ~p.object.method_table_unmask
+        align = (p.object.large_object_alignment if seg.large else p.object.alignment) - 1
+        min_size = p.object.min_object_size
+        window = self.space.limits.scan_window
+        word = self._word.unpack_from
+        u32 = self._u32.unpack_from
+        get_mt = self.mts.get
+        pos, end = seg.start, seg.end
+        buf, buf_start = b"", pos
+        while pos < end:
+            off = pos - buf_start
+            if off < 0 or off + 2 * ptr > len(buf):
+                buf_start = pos
+                buf = self.space.read_available(pos, min(window, end - pos))
+                off = 0
+                if len(buf) < min(2 * ptr, end - pos):
+                    nxt = self._next_mapped(pos, end)
+                    self.findings.add(FindingKind.MEMORY_MISSING, pos,
+                                      f"heap memory {pos:#x}-{(nxt or end):#x} is not in the dump")
+                    if nxt is None:
+                        return
+                    pos = self._resync(nxt, end, seg)
+                    if pos is None:
+                        return
+                    buf = b""
+                    continue
+            raw_mt = word(buf, off)[0]
+            if raw_mt == 0:
+                nxt = self._resync(pos + ptr, end, seg, buf, buf_start)
+                if nxt is None:
+                    return
+                pos = nxt
+                continue
+            mt = get_mt(raw_mt & unmask)
+            if mt is None:
+                self.findings.add(FindingKind.BAD_METHOD_TABLE, pos,
+                                  f"{raw_mt:#x} is not a valid MethodTable")
+                nxt = self._resync(pos + ptr, end, seg, buf, buf_start)
+                if nxt is None:
+                    return
+                pos = nxt
+                continue
+            ncomp = u32(buf, off + ptr)[0] if mt.component_size else 0
+            size = mt.base_size + mt.component_size * ncomp
+            aligned = max((size + align) & ~align, min_size)
+            if pos + aligned > end:
+                self.findings.add(FindingKind.OBJECT_PAST_SEGMENT_END, pos,
+                                  f"object of {aligned:,} bytes runs past the segment end {end:#x}")
+                return
+            yield HeapObject(pos, mt, ncomp, size, aligned, seg)
+            pos += aligned
+
+    def _next_mapped(self, pos: int, end: int) -> int | None:
+        r = self.space.next_region(pos + 1)
+        if r is None or r.start >= end:
+            return None
+        return max(r.start, pos + 1)
+
+    def _resync(self, pos: int, end: int, seg: Segment, buf: bytes = b"", buf_start: int = 0) -> int | None:
+        """The next address >= pos, pointer-aligned, whose word is a valid MethodTable (None: segment end)."""
+        ptr = self.profile.pointer_size
+        unmask = ~self.profile.object.method_table_unmask
+        pos += (-pos) % ptr
+        word = self._word.unpack_from
+        while pos < end:
+            off = pos - buf_start
+            if off < 0 or off + ptr > len(buf):
+                buf_start = pos
+                buf = self.space.read_available(pos, min(self.space.limits.scan_window, end - pos))
+                off = 0
+                if len(buf) < ptr:
+                    nxt = self._next_mapped(pos, end)
+                    if nxt is None:
+                        return None
+                    pos = nxt + (-nxt) % ptr
+                    buf = b""
+                    continue
+            # skip zero words quickly
+            chunk = memoryview(buf)[off:]
+            nz = _first_nonzero_word(chunk, ptr)
+            if nz is None:
+                pos = buf_start + len(buf)
+                pos += (-pos) % ptr
+                continue
+            pos += nz
+            off = pos - buf_start
+            value = word(buf, off)[0]
+            if self.mts.get(value & unmask) is not None:
+                return pos
+            pos += ptr
+        return None
+
+
+def _first_nonzero_word(view: memoryview, ptr: int) -> int | None:
+    """Offset of the first non-zero pointer-sized word in ``view`` (None if all zero)."""
+    data = bytes(view)
+    stripped = data.lstrip(b"\0")
+    if not stripped:
+        return None
+    first = len(data) - len(stripped)
+    return first - first % ptr

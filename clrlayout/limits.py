@@ -1,0 +1,55 @@
+"""Limits on everything a dump controls, checked before any allocation or loop that depends on it.
+
+A dump is untrusted input: counts, sizes and lengths read from it are compared with these values first
+(rust-minidump's lesson: a 33-byte file once asked for 45 GB).  ``Limits`` is frozen; a user with a reason
+can pass another instance (``dataclasses.replace(DEFAULT_LIMITS, ...)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import LimitExceeded
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+
+@dataclass(frozen=True)
+class Limits:
+    #: minidump directory entries
+    max_streams: int = 10_000
+    #: memory ranges in MemoryList / Memory64List, PT_LOAD segments in an ELF core
+    max_memory_ranges: int = 2_000_000
+    #: ELF program headers
+    max_program_headers: int = 2_000_000
+    #: modules in a ModuleList or files in an NT_FILE note
+    max_modules: int = 100_000
+    #: threads in a ThreadList
+    max_threads: int = 100_000
+    #: bytes of one non-memory stream or note segment that is parsed
+    max_stream_bytes: int = 64 * MiB
+    #: characters of a module name
+    max_name_chars: int = 32 * KiB
+    #: one read from the address space
+    max_read: int = 1 * GiB
+    #: System.String length (the CLR caps strings at 0x3FFFFFDF characters)
+    max_string_length: int = 0x3FFFFFDF
+    #: GC heap segments followed through their `next` links
+    max_segments: int = 1_000_000
+    #: window of target memory scanned at once (bounds memory use of the scanners)
+    scan_window: int = 16 * MiB
+    #: findings kept in a report (more are counted, not stored)
+    max_findings: int = 1_000
+    #: distinct MethodTables validated during one heap walk
+    max_method_tables: int = 1_000_000
+
+    def check(self, what: str, value: int, limit_name: str, path: str | None = None) -> int:
+        limit = getattr(self, limit_name)
+        if value < 0 or value > limit:
+            raise LimitExceeded(what, value, limit, path)
+        return value
+
+
+DEFAULT_LIMITS = Limits()

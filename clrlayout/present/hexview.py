@@ -1,0 +1,57 @@
+"""An annotated hex dump in WinDbg ``db`` style: 16 bytes a line, a dash after the 8th, ASCII on the right,
+and under each line a row of two-letter field marks (legend printed once)."""
+
+from __future__ import annotations
+
+from ..layout import ObjectLayout
+
+MARKS = {
+    "header-padding": "pp",
+    "sync-block": "hh",
+    "method-table": "mm",
+    "sync-pointer": "ss",
+    "length": "ll",
+    "gap": "gg",
+    "chars": "cc",
+    "terminator": "00",
+    "extra": "xx",
+    "alignment": "aa",
+}
+LEGEND = ("pp header padding, hh sync block word, mm MethodTable, ll length, cc characters, "
+          "00 terminator, xx extra bytes in BaseSize, aa alignment gap, gg field gap, ss sync pointer")
+
+
+def _ascii(b: int) -> str:
+    return chr(b) if 0x20 <= b < 0x7F else "."
+
+
+def hex_dump(layout: ObjectLayout, pointer_size: int | None = None, line: int = 16) -> list[str]:
+    """Lines of ``db``-style output for the layout's bytes, each followed by its field marks."""
+    if layout.data is None or layout.address is None:
+        return []
+    ptr = pointer_size or layout.profile.pointer_size
+    start = layout.address + layout.start_offset
+    width = 16 if ptr == 8 else 8
+    out = []
+    first = start - start % line
+    for row_at in range(first, start + len(layout.data), line):
+        hexes, marks, text = [], [], []
+        for i in range(line):
+            at = row_at + i
+            k = at - start
+            sep = "-" if i == 8 else " "
+            if 0 <= k < len(layout.data):
+                b = layout.data[k]
+                hexes.append(f"{sep}{b:02x}")
+                marks.append(" " + MARKS.get(layout.role_at(at - layout.address) or "", "  "))
+                text.append(_ascii(b))
+            else:
+                hexes.append("   ")
+                marks.append("   ")
+                text.append(" ")
+        addr = f"{row_at:0{width}x}"
+        if ptr == 8:
+            addr = addr[:8] + "`" + addr[8:]
+        out.append(f"{addr} {''.join(hexes)}  {''.join(text)}".rstrip())
+        out.append(" " * len(addr) + " " + "".join(marks).rstrip())
+    return out

@@ -1,0 +1,69 @@
+"""Plain-text tables: stable columns for people and for scripts (no colour, no box drawing)."""
+
+from __future__ import annotations
+
+from ..layout import ObjectLayout, quote
+from ..strings import StringObject
+
+
+def table(headers: list[str], rows: list[list], align: str | None = None, indent: str = "") -> list[str]:
+    """Columns sized to their widest cell; ``align`` is one of l/r per column (numbers default right)."""
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in cells:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(c))
+    if align is None:
+        align = "".join("r" if rows and isinstance(rows[0][i], int) else "l" for i in range(len(headers)))
+
+    def fmt(r):
+        parts = [c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(r, widths, align)]
+        return (indent + " ".join(parts)).rstrip()
+
+    return [fmt(headers)] + [fmt(r) for r in cells]
+
+
+def hexaddr(value: int, pointer_size: int) -> str:
+    return f"{value:0{2 * pointer_size}x}"
+
+
+def display_value(value: str | None, limit: int = 80) -> str:
+    if value is None:
+        return ""
+    text = value if len(value) <= limit else value[:limit] + "\u2026"
+    return quote(text)
+
+
+def dumpheap_header(pointer_size: int) -> str:
+    w = 2 * pointer_size
+    return f"{'Address':>{w}} {'MT':>{w}} {'Size':>8}  Value"
+
+
+def dumpheap_line(s: StringObject, pointer_size: int, value_limit: int = 80) -> str:
+    """One row like SOS !dumpheap (Address, MT, Size) plus the value."""
+    return (f"{hexaddr(s.address, pointer_size)} {hexaddr(s.method_table, pointer_size)} {s.size:8d}  "
+            f"{display_value(s.value, value_limit)}")
+
+
+def total_line(count: int, size: int, aligned: int) -> str:
+    noun = "string" if count == 1 else "strings"
+    return f"Total {count:,} {noun}, {size:,} bytes (SOS size), {aligned:,} bytes on the heap (aligned)"
+
+
+def layout_table(layout: ObjectLayout, title: str) -> list[str]:
+    """JOL-style: OFF SZ TYPE DESCRIPTION VALUE, then the instance size and the space losses."""
+    with_values = any(r.value is not None for r in layout.rows)
+    headers = ["OFF", "SZ", "TYPE", "DESCRIPTION"] + (["VALUE"] if with_values else [])
+    rows = []
+    for r in layout.rows:
+        row = [r.offset, r.size, r.type, r.description]
+        if with_values:
+            row.append(r.value or "")
+        rows.append(row)
+    lines = [title]
+    lines += table(headers, rows, "rrlll" if with_values else "rrll", indent="  ")
+    internal, external = layout.losses()
+    lines.append(f"Instance size: {layout.aligned_size} bytes (SOS size {layout.sos_size}: BaseSize "
+                 f"{layout.profile.string.base_size} + 2 x {layout.length})")
+    lines.append(f"Space losses: {internal} bytes internal + {external} bytes external = {internal + external} bytes total")
+    return lines

@@ -1,0 +1,124 @@
+"""Dump readers: one model (:class:`Dump`) over Windows minidumps and ELF cores.
+
+``open_dump`` recognises the format by its magic, never by the file name.  Each reader is the single place
+where third-party exceptions are converted into :mod:`clrlayout.errors` types.
+"""
+
+from __future__ import annotations
+
+import ntpath
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..addrspace import AddressSpace, FileSource
+from ..errors import DumpError, TruncatedDump, UnsupportedDump
+from ..limits import DEFAULT_LIMITS, Limits
+
+MDMP_MAGIC = b"MDMP"
+ELF_MAGIC = b"\x7fELF"
+
+
+@dataclass(frozen=True)
+class Module:
+    """A module (image or shared library) mapped in the dumped process."""
+
+    path: str
+    base: int
+    size: int
+    #: (major, minor, build, revision) from the PE version resource, when the dump has it
+    file_version: tuple[int, int, int, int] | None = None
+    product_version: tuple[int, int, int, int] | None = None
+    timestamp: int | None = None
+
+    @property
+    def name(self) -> str:
+        return ntpath.basename(self.path.replace("/", "\\"))
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def contains(self, address: int) -> bool:
+        return self.base <= address < self.end
+
+
+@dataclass
+class Dump:
+    """What every reader provides."""
+
+    path: str
+    format: str  # "minidump" | "elf-core"
+    arch: str  # "x86" | "x64" | "arm64" | "arm" | "unknown"
+    pointer_size: int
+    os: str  # "windows" | "linux" | ...
+    memory: AddressSpace
+    modules: list[Module] = field(default_factory=list)
+    threads: int = 0
+    pid: int | None = None
+    process_name: str | None = None
+    os_version: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    #: reader-specific description of the container, used by ``trim``
+    container: Any = None
+
+    def find_module(self, *names: str) -> Module | None:
+        wanted = {n.lower() for n in names}
+        for m in self.modules:
+            if m.name.lower() in wanted:
+                return m
+        return None
+
+    def module_at(self, address: int) -> Module | None:
+        for m in self.modules:
+            if m.contains(address):
+                return m
+        return None
+
+    def close(self) -> None:
+        self.memory.close()
+
+    def __enter__(self) -> "Dump":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def sniff(path: str) -> str:
+    """``"minidump"`` or ``"elf-core"`` from the first bytes of the file."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except IsADirectoryError:
+        raise UnsupportedDump("is a directory", path) from None
+    except OSError as e:
+        raise DumpError(f"cannot open: {e.strerror or e}", path) from None
+    if magic == MDMP_MAGIC:
+        return "minidump"
+    if magic == ELF_MAGIC:
+        return "elf-core"
+    if len(magic) < 4:
+        raise TruncatedDump(f"file of {len(magic)} bytes is too short for any dump format", path)
+    raise UnsupportedDump(f"not a minidump or ELF core (magic {magic.hex(' ')})", path)
+
+
+def open_dump(path: str, limits: Limits = DEFAULT_LIMITS) -> Dump:
+    """Open a dump read-only, whatever its name; raises only :class:`DumpError` subclasses."""
+    kind = sniff(path)
+    source = FileSource(path)
+    try:
+        if kind == "minidump":
+            from .minidump import read_minidump
+
+            return read_minidump(path, source, limits)
+        from .elfcore import read_elf_core
+
+        return read_elf_core(path, source, limits)
+    except BaseException:
+        source.close()
+        raise
+
+
+def path_basename(path: str) -> str:
+    return os.path.basename(path.replace("\\", "/"))

@@ -1,0 +1,169 @@
+"""Linux ELF core files (createdump, dotnet-dump, gcore, the kernel), through pyelftools.
+
+Memory comes from PT_LOAD segments: ``p_filesz`` bytes at ``p_offset`` are the dumped part of the mapping
+(a core leaves out pages it did not save, so ``p_memsz - p_filesz`` bytes are missing, not zero).  Module
+paths and bases come from the NT_FILE note, the architecture from ``e_machine``.  pyelftools' exceptions
+are converted here, and nothing it reads is larger than the limits allow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..addrspace import AddressSpace
+from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
+from ..limits import Limits
+from . import Dump, Module
+
+MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM": "arm"}
+
+
+@dataclass
+class ElfContainer:
+    """What ``trim`` needs to rewrite the core."""
+
+    elfclass: int
+    little_endian: bool
+    header: dict
+    #: every program header as a dict (p_type as a string, as pyelftools gives it)
+    segments: list = field(default_factory=list)
+
+
+class _Reader:
+    def __init__(self, path: str, limits: Limits):
+        self.path = path
+        self.limits = limits
+        self.warnings: list[str] = []
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+class _SourceFile:
+    """A file-like view of the source for pyelftools (reads never exceed the limit)."""
+
+    def __init__(self, source, limit: int):
+        self._source = source
+        self._limit = limit
+        self._pos = 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 1:
+            offset += self._pos
+        elif whence == 2:
+            offset += self._source.size
+        self._pos = max(0, offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        remaining = max(0, self._source.size - self._pos)
+        n = remaining if n is None or n < 0 else min(n, remaining)
+        data = self._source.pread(self._pos, min(n, self._limit))
+        self._pos += len(data)
+        return data
+
+
+def read_elf_core(path: str, source, limits: Limits) -> Dump:
+    try:
+        return _read(path, source, limits)
+    except ClrLayoutError:
+        raise
+    except Exception as e:  # pyelftools (ELFError, its vendored construct, struct.error, ...)
+        raise MalformedDump(f"unreadable ELF file: {type(e).__name__}: {e}", path) from e
+
+
+def _read(path: str, source, limits: Limits) -> Dump:
+    from elftools.elf.elffile import ELFFile
+
+    r = _Reader(path, limits)
+    if source.size < 52:
+        raise TruncatedDump("file ends inside the ELF header", path)
+    elf = ELFFile(_SourceFile(source, limits.max_stream_bytes))
+    if elf["e_type"] != "ET_CORE":
+        raise MalformedDump(f"an ELF file of type {elf['e_type']}, not a core dump", path)
+    arch = MACHINES.get(elf["e_machine"], "unknown")
+    if arch == "unknown":
+        r.warn(f"unknown ELF machine {elf['e_machine']}")
+    pointer_size = 8 if elf.elfclass == 64 else 4
+
+    phnum, phoff, phentsize = elf["e_phnum"], elf["e_phoff"], elf["e_phentsize"]
+    if phnum and phentsize < elf.structs.Elf_Phdr.sizeof():
+        raise MalformedDump(f"program header entry size {phentsize} is too small", path)
+    fits = max(0, (source.size - phoff) // phentsize) if phentsize else 0
+    if phnum > fits:
+        if fits == 0:
+            raise TruncatedDump("the program headers are not in the file", path, phoff)
+        r.warn(f"the program header table is cut short: {fits:,} of {phnum:,} entries are in the file")
+        phnum = fits
+    phnum = limits.check("ELF program header count", phnum, "max_program_headers", path)
+
+    container = ElfContainer(elfclass=elf.elfclass, little_endian=elf.little_endian, header=dict(elf.header))
+    regions, missing = [], 0
+    modules: list[Module] = []
+    threads, pid, process_name = 0, None, None
+    for i in range(phnum):
+        seg = elf.get_segment(i)
+        h = dict(seg.header)
+        container.segments.append(h)
+        if h["p_type"] == "PT_LOAD":
+            size, offset = h["p_filesz"], h["p_offset"]
+            if size and offset + size > source.size:
+                missing += offset + size - max(offset, source.size)
+                size = max(0, source.size - offset)
+            if size:
+                regions.append((h["p_vaddr"], size, offset))
+        elif h["p_type"] == "PT_NOTE":
+            if h["p_filesz"] > limits.max_stream_bytes:
+                r.warn(f"note segment of {h['p_filesz']:,} bytes is over the limit; skipped")
+                continue
+            if h["p_offset"] + h["p_filesz"] > source.size:
+                r.warn("a note segment runs past the end of the file; skipped")
+                continue
+            try:
+                notes = list(seg.iter_notes())
+            except Exception as e:
+                r.warn(f"note segment could not be parsed ({type(e).__name__}: {e}); skipped")
+                continue
+            for note in notes:
+                kind = note["n_type"]
+                if kind == "NT_PRSTATUS":
+                    threads += 1
+                elif kind == "NT_PRPSINFO":
+                    d = note["n_desc"]
+                    pid = d.get("pr_pid")
+                    name = d.get("pr_fname", b"")
+                    process_name = name.split(b"\0")[0].decode("utf-8", "replace") if isinstance(name, bytes) else None
+                elif kind == "NT_FILE":
+                    modules = _modules_from_nt_file(r, note["n_desc"])
+    if missing:
+        r.warn(f"the dump is truncated: {missing:,} bytes of its memory are not in the file")
+    if not modules:
+        r.warn("no NT_FILE note: module paths and bases are unknown")
+    limits.check("memory range count", len(regions), "max_memory_ranges", path)
+    space = AddressSpace(source, regions, pointer_size, little_endian=elf.little_endian, limits=limits)
+    if space.overlaps:
+        r.warn(f"{space.overlaps} PT_LOAD segments overlap others; the first copy is used")
+    return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
+                modules=modules, threads=threads, pid=pid, process_name=process_name, warnings=r.warnings,
+                container=container)
+
+
+def _modules_from_nt_file(r: _Reader, desc) -> list[Module]:
+    """One module per mapped file: its lowest mapping is the base, the highest end bounds its size."""
+    entries = desc.get("Elf_Nt_File_Entry", [])
+    names = desc.get("filename", [])
+    if len(entries) > r.limits.max_modules:
+        r.warn(f"NT_FILE lists {len(entries):,} mappings; reading {r.limits.max_modules:,}")
+        entries = entries[: r.limits.max_modules]
+    spans: dict[str, list[int]] = {}
+    for entry, name in zip(entries, names):
+        path = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+        lo, hi = entry["vm_start"], entry["vm_end"]
+        if hi <= lo:
+            continue
+        span = spans.setdefault(path, [lo, hi])
+        span[0], span[1] = min(span[0], lo), max(span[1], hi)
+    return [Module(path=p, base=lo, size=hi - lo) for p, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1][0])]

@@ -1,0 +1,367 @@
+"""Windows minidumps (MDMP), read on any OS.
+
+The header and stream directory are parsed here with construct, with every count and RVA checked against
+the file and :class:`~clrlayout.limits.Limits`.  The streams clrlayout needs (SystemInfo, ModuleList,
+MemoryList, Memory64List, ThreadList, MiscInfo) are then parsed by the ``minidump`` package, fed through
+a bounded file view and guarded so that none of its exceptions escape.  Unknown and reserved stream types
+(Wine writes a private 0xFFF0 stream that makes minidump 0.0.24 raise ValueError) are skipped and noted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from construct import Array, Bytes, Const, ConstructError, Int16ul, Int32ul, Int64ul, Struct, this
+
+from ..addrspace import AddressSpace
+from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
+from ..limits import Limits
+from . import Dump, Module
+
+# --- raw structures (names as in minidumpapiset.h); also used by trim to write dumps ----------------
+
+MINIDUMP_HEADER = Struct(
+    "Signature" / Const(b"MDMP"),
+    "Version" / Int16ul,
+    "ImplementationVersion" / Int16ul,
+    "NumberOfStreams" / Int32ul,
+    "StreamDirectoryRva" / Int32ul,
+    "CheckSum" / Int32ul,
+    "TimeDateStamp" / Int32ul,
+    "Flags" / Int64ul,
+)
+MINIDUMP_LOCATION_DESCRIPTOR = Struct("DataSize" / Int32ul, "Rva" / Int32ul)
+MINIDUMP_DIRECTORY = Struct("StreamType" / Int32ul, "Location" / MINIDUMP_LOCATION_DESCRIPTOR)
+MINIDUMP_MEMORY_DESCRIPTOR = Struct("StartOfMemoryRange" / Int64ul, "Memory" / MINIDUMP_LOCATION_DESCRIPTOR)
+MINIDUMP_MEMORY_DESCRIPTOR64 = Struct("StartOfMemoryRange" / Int64ul, "DataSize" / Int64ul)
+MINIDUMP_MEMORY64_LIST_HEADER = Struct("NumberOfMemoryRanges" / Int64ul, "BaseRva" / Int64ul)
+VS_FIXEDFILEINFO = Struct(
+    "dwSignature" / Int32ul, "dwStrucVersion" / Int32ul,
+    "dwFileVersionMS" / Int32ul, "dwFileVersionLS" / Int32ul,
+    "dwProductVersionMS" / Int32ul, "dwProductVersionLS" / Int32ul,
+    "dwFileFlagsMask" / Int32ul, "dwFileFlags" / Int32ul, "dwFileOS" / Int32ul,
+    "dwFileType" / Int32ul, "dwFileSubtype" / Int32ul, "dwFileDateMS" / Int32ul, "dwFileDateLS" / Int32ul,
+)
+MINIDUMP_MODULE = Struct(
+    "BaseOfImage" / Int64ul,
+    "SizeOfImage" / Int32ul,
+    "CheckSum" / Int32ul,
+    "TimeDateStamp" / Int32ul,
+    "ModuleNameRva" / Int32ul,
+    "VersionInfo" / VS_FIXEDFILEINFO,
+    "CvRecord" / MINIDUMP_LOCATION_DESCRIPTOR,
+    "MiscRecord" / MINIDUMP_LOCATION_DESCRIPTOR,
+    "Reserved0" / Int64ul,
+    "Reserved1" / Int64ul,
+)
+MINIDUMP_THREAD = Struct(
+    "ThreadId" / Int32ul,
+    "SuspendCount" / Int32ul,
+    "PriorityClass" / Int32ul,
+    "Priority" / Int32ul,
+    "Teb" / Int64ul,
+    "Stack" / MINIDUMP_MEMORY_DESCRIPTOR,
+    "ThreadContext" / MINIDUMP_LOCATION_DESCRIPTOR,
+)
+SYSTEM_INFO_PREFIX = Struct(
+    "ProcessorArchitecture" / Int16ul,
+    "ProcessorLevel" / Int16ul,
+    "ProcessorRevision" / Int16ul,
+    "NumberOfProcessors" / Bytes(1),
+    "ProductType" / Bytes(1),
+    "MajorVersion" / Int32ul,
+    "MinorVersion" / Int32ul,
+    "BuildNumber" / Int32ul,
+    "PlatformId" / Int32ul,
+    "CSDVersionRva" / Int32ul,
+)
+MINIDUMP_STRING_HEADER = Struct("Length" / Int32ul)
+MINIDUMP_STRING = Struct("Length" / Int32ul, "Buffer" / Bytes(this.Length))
+
+HEADER_SIZE = MINIDUMP_HEADER.sizeof()  # 32
+DIRECTORY_ENTRY_SIZE = MINIDUMP_DIRECTORY.sizeof()  # 12
+MODULE_SIZE = MINIDUMP_MODULE.sizeof()  # 108
+THREAD_SIZE = MINIDUMP_THREAD.sizeof()  # 48
+MEMORY_DESCRIPTOR_SIZE = MINIDUMP_MEMORY_DESCRIPTOR.sizeof()  # 16
+MEMORY_DESCRIPTOR64_SIZE = MINIDUMP_MEMORY_DESCRIPTOR64.sizeof()  # 16
+
+# MINIDUMP_STREAM_TYPE values clrlayout reads
+THREAD_LIST = 3
+MODULE_LIST = 4
+MEMORY_LIST = 5
+SYSTEM_INFO = 7
+MEMORY64_LIST = 9
+COMMENT_A = 10
+MISC_INFO = 15
+KNOWN_STREAM_TYPES = set(range(0, 26)) | {0xFFFF}
+
+# SystemInfo.ProcessorArchitecture -> clrlayout arch
+PROCESSOR_ARCHITECTURES = {0: "x86", 9: "x64", 12: "arm64", 0x8003: "arm64", 5: "arm"}
+POINTER_SIZES = {"x86": 4, "x64": 8, "arm64": 8, "arm": 4}
+# SystemInfo.PlatformId -> OS (Windows values, then Breakpad's)
+PLATFORMS = {2: "windows", 1: "windows", 0x8000: "unix", 0x8101: "macos", 0x8102: "ios",
+             0x8201: "linux", 0x8202: "solaris", 0x8203: "android", 0x8204: "ps3", 0x8205: "nacl"}
+
+
+@dataclass
+class MinidumpContainer:
+    """The parts of the file that ``trim`` rewrites."""
+
+    header: object
+    directory: list = field(default_factory=list)  # [(StreamType, DataSize, Rva)]
+    memory_list_kind: str | None = None  # "Memory64List" | "MemoryList"
+    skipped_streams: list = field(default_factory=list)  # [stream type]
+
+
+class _BoundedFile:
+    """A read-only file view for the minidump package: no read returns more than ``limit`` bytes."""
+
+    def __init__(self, source, limit: int):
+        self._source = source
+        self._limit = limit
+        self._pos = 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 1:
+            offset += self._pos
+        elif whence == 2:
+            offset += self._source.size
+        self._pos = max(0, offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        remaining = max(0, self._source.size - self._pos)
+        n = remaining if n is None or n < 0 else min(n, remaining)
+        n = min(n, self._limit)
+        data = self._source.pread(self._pos, n)
+        self._pos += len(data)
+        return data
+
+
+def _version(ms: int, ls: int) -> tuple[int, int, int, int]:
+    return (ms >> 16, ms & 0xFFFF, ls >> 16, ls & 0xFFFF)
+
+
+class _Reader:
+    def __init__(self, path: str, source, limits: Limits):
+        self.path = path
+        self.source = source
+        self.limits = limits
+        self.warnings: list[str] = []
+        self.file = _BoundedFile(source, limits.max_stream_bytes)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def parse(self, struct, offset: int, what: str):
+        data = self.source.pread(offset, struct.sizeof())
+        if len(data) < struct.sizeof():
+            raise TruncatedDump(f"file ends inside the {what}", self.path, offset)
+        try:
+            return struct.parse(data)
+        except ConstructError as e:
+            raise MalformedDump(f"bad {what}: {e}", self.path, offset) from e
+
+    def stream_bytes_ok(self, entry, what: str) -> bool:
+        size, rva = entry.Location.DataSize, entry.Location.Rva
+        if size > self.limits.max_stream_bytes:
+            self.warn(f"{what} stream of {size:,} bytes is over the limit; skipped")
+            return False
+        if rva + size > self.source.size:
+            self.warn(f"{what} stream at {rva:#x} runs past the end of the file; skipped")
+            return False
+        return True
+
+    def fitting_count(self, entry, count: int, header: int, item: int, what: str, limit_name: str) -> int:
+        """``count`` cut to what the stream can hold, with a warning when cut."""
+        fits = max(0, (entry.Location.DataSize - header) // item)
+        if count > fits:
+            self.warn(f"{what} says {count:,} entries but its stream holds {fits:,}; reading {fits:,}")
+            count = fits
+        limit = getattr(self.limits, limit_name)
+        if count > limit:
+            self.warn(f"{what} has {count:,} entries, over the limit of {limit:,}; reading {limit:,}")
+            count = limit
+        return count
+
+    def call_package(self, what: str, fn, *args):
+        """Run one of the minidump package's parsers; its exceptions become a warning and None."""
+        try:
+            return fn(*args)
+        except ClrLayoutError:
+            raise
+        except Exception as e:  # the package raises bare Exception, ValueError, KeyError, ...
+            self.warn(f"{what} stream could not be parsed ({type(e).__name__}: {e}); skipped")
+            return None
+
+
+def _as_dir(entry, size: int | None = None):
+    """A MINIDUMP_DIRECTORY look-alike for the package's parsers."""
+    return SimpleNamespace(Location=SimpleNamespace(Rva=entry.Location.Rva,
+                                                    DataSize=entry.Location.DataSize if size is None else size))
+
+
+def read_minidump(path: str, source, limits: Limits) -> Dump:
+    from minidump.streams.MemoryListStream import MinidumpMemoryList
+    from minidump.streams.Memory64ListStream import MinidumpMemory64List
+    from minidump.streams.MiscInfoStream import MinidumpMiscInfo
+    from minidump.streams.ModuleListStream import MinidumpModuleList
+    from minidump.streams.SystemInfoStream import MinidumpSystemInfo
+    from minidump.streams.ThreadListStream import MinidumpThreadList
+
+    r = _Reader(path, source, limits)
+    header = r.parse(MINIDUMP_HEADER, 0, "minidump header")
+    count = header.NumberOfStreams
+    if count > limits.max_streams:
+        r.warn(f"header says {count:,} streams, over the limit of {limits.max_streams:,}")
+        count = limits.max_streams
+    fits = max(0, (source.size - header.StreamDirectoryRva) // DIRECTORY_ENTRY_SIZE)
+    if count > fits:
+        if fits == 0:
+            raise TruncatedDump("the stream directory is not in the file", path, header.StreamDirectoryRva)
+        r.warn(f"the stream directory is cut short: {fits} of {count} entries are in the file")
+        count = fits
+    raw = source.pread(header.StreamDirectoryRva, count * DIRECTORY_ENTRY_SIZE)
+    directory = Array(count, MINIDUMP_DIRECTORY).parse(raw)
+    container = MinidumpContainer(header=header)
+
+    streams: dict[int, object] = {}
+    for entry in directory:
+        container.directory.append((entry.StreamType, entry.Location.DataSize, entry.Location.Rva))
+        if entry.StreamType == 0:  # UnusedStream: padding entries (Wine rounds the count up)
+            continue
+        if entry.StreamType not in KNOWN_STREAM_TYPES:
+            container.skipped_streams.append(entry.StreamType)
+            continue
+        if entry.StreamType in streams:
+            r.warn(f"stream type {entry.StreamType} appears twice; the first is used")
+            continue
+        streams[entry.StreamType] = entry
+
+    # SystemInfo: arch and OS
+    arch, os_name, os_version = "unknown", "windows", None
+    entry = streams.get(SYSTEM_INFO)
+    if entry is not None and entry.Location.DataSize >= SYSTEM_INFO_PREFIX.sizeof() and r.stream_bytes_ok(entry, "SystemInfo"):
+        si = r.parse(SYSTEM_INFO_PREFIX, entry.Location.Rva, "SystemInfo stream")
+        arch = PROCESSOR_ARCHITECTURES.get(si.ProcessorArchitecture, "unknown")
+        if arch == "unknown":
+            r.warn(f"unknown processor architecture {si.ProcessorArchitecture:#x}")
+        os_name = PLATFORMS.get(si.PlatformId, "unknown")
+        os_version = f"{si.MajorVersion}.{si.MinorVersion}.{si.BuildNumber}"
+        info = r.call_package("SystemInfo", MinidumpSystemInfo.parse, _as_dir(entry), r.file)
+        if info is not None and getattr(info, "CSDVersion", None) and info.CSDVersion != "<STRING_DECODE_FAILED>":
+            os_version += f" {info.CSDVersion}"
+    else:
+        r.warn("no usable SystemInfo stream: architecture unknown")
+    pointer_size = POINTER_SIZES.get(arch, 8)
+
+    # Memory: Memory64List (full-memory dumps) and/or MemoryList
+    regions = []
+    entry = streams.get(MEMORY64_LIST)
+    if entry is not None and entry.Location.DataSize >= MINIDUMP_MEMORY64_LIST_HEADER.sizeof() and r.stream_bytes_ok(entry, "Memory64List"):
+        head = r.parse(MINIDUMP_MEMORY64_LIST_HEADER, entry.Location.Rva, "Memory64List header")
+        n = r.fitting_count(entry, head.NumberOfMemoryRanges, 16, MEMORY_DESCRIPTOR64_SIZE, "Memory64List", "max_memory_ranges")
+        mem = r.call_package("Memory64List", MinidumpMemory64List.parse, _as_dir(entry, 16 + 16 * n), r.file)
+        if mem is not None:
+            container.memory_list_kind = "Memory64List"
+            for seg in mem.memory_segments[:n]:
+                regions.append((seg.start_virtual_address, seg.size, seg.start_file_address))
+    entry = streams.get(MEMORY_LIST)
+    if entry is not None and entry.Location.DataSize >= 4 and r.stream_bytes_ok(entry, "MemoryList"):
+        n = r.fitting_count(entry, int.from_bytes(source.pread(entry.Location.Rva, 4), "little"), 4,
+                            MEMORY_DESCRIPTOR_SIZE, "MemoryList", "max_memory_ranges")
+        mem = r.call_package("MemoryList", MinidumpMemoryList.parse, _as_dir(entry, 4 + 16 * n),
+                             _PatchedCount(source, 4 + 16 * n, entry.Location.Rva, n))
+        if mem is not None:
+            container.memory_list_kind = container.memory_list_kind or "MemoryList"
+            for seg in mem.memory_segments[:n]:
+                regions.append((seg.start_virtual_address, seg.size, seg.start_file_address))
+    regions = _clip_to_file(r, regions, source.size)
+
+    # ModuleList
+    modules = []
+    entry = streams.get(MODULE_LIST)
+    if entry is not None and entry.Location.DataSize >= 4 and r.stream_bytes_ok(entry, "ModuleList"):
+        n = r.fitting_count(entry, int.from_bytes(source.pread(entry.Location.Rva, 4), "little"), 4,
+                            MODULE_SIZE, "ModuleList", "max_modules")
+        # One view serves the list and the names the package reads by RVA: no read may exceed either.
+        view = _PatchedCount(source, max(4 + MODULE_SIZE * n, 4 + 2 * limits.max_name_chars), entry.Location.Rva, n)
+        mods = r.call_package("ModuleList", MinidumpModuleList.parse, _as_dir(entry, 4 + MODULE_SIZE * n), view)
+        for m in (mods.modules if mods is not None else [])[:n]:
+            vi = m.versioninfo
+            file_version = product_version = None
+            if vi is not None and vi.dwSignature == 0xFEEF04BD:
+                file_version = _version(vi.dwFileVersionMS, vi.dwFileVersionLS)
+                product_version = _version(vi.dwProductVersionMS, vi.dwProductVersionLS)
+            name = m.name if isinstance(m.name, str) else ""
+            modules.append(Module(path=name, base=m.baseaddress, size=m.size, file_version=file_version,
+                                  product_version=product_version, timestamp=m.timestamp))
+    else:
+        r.warn("no usable ModuleList stream")
+
+    threads = 0
+    entry = streams.get(THREAD_LIST)
+    if entry is not None and entry.Location.DataSize >= 4 and r.stream_bytes_ok(entry, "ThreadList"):
+        n = r.fitting_count(entry, int.from_bytes(source.pread(entry.Location.Rva, 4), "little"), 4,
+                            THREAD_SIZE, "ThreadList", "max_threads")
+        tl = r.call_package("ThreadList", MinidumpThreadList.parse, _as_dir(entry, 4 + THREAD_SIZE * n),
+                            _PatchedCount(source, 4 + THREAD_SIZE * n, entry.Location.Rva, n))
+        threads = len(tl.threads) if tl is not None else 0
+
+    pid = None
+    entry = streams.get(MISC_INFO)
+    if entry is not None and entry.Location.DataSize >= 24 and r.stream_bytes_ok(entry, "MiscInfo"):
+        misc = r.call_package("MiscInfo", MinidumpMiscInfo.parse, _as_dir(entry), r.file)
+        pid = getattr(misc, "ProcessId", None) if misc is not None else None
+
+    if container.skipped_streams:
+        kinds = ", ".join(f"{t:#x}" for t in container.skipped_streams)
+        r.warn(f"skipped stream types that are not part of the minidump format: {kinds}")
+    space = AddressSpace(source, regions, pointer_size, limits=limits)
+    if space.overlaps:
+        r.warn(f"{space.overlaps} memory ranges overlap others; the first copy is used")
+    return Dump(path=path, format="minidump", arch=arch, pointer_size=pointer_size, os=os_name,
+                memory=space, modules=modules, threads=threads, pid=pid, os_version=os_version,
+                warnings=r.warnings, container=container)
+
+
+class _PatchedCount(_BoundedFile):
+    """A file view in which the 32-bit count at ``rva`` reads as ``count`` (already checked to fit).
+
+    The package loops over the count it reads; giving it the checked count keeps a crafted count from
+    making it loop.
+    """
+
+    def __init__(self, source, limit: int, rva: int, count: int):
+        super().__init__(source, limit)
+        self._rva = rva
+        self._count = count.to_bytes(4, "little")
+
+    def read(self, n: int = -1) -> bytes:
+        start = self._pos
+        data = super().read(n)
+        if start <= self._rva < start + len(data):
+            i = self._rva - start
+            patched = bytearray(data)
+            patched[i : i + 4] = self._count[: max(0, min(4, len(data) - i))]
+            data = bytes(patched)
+        return data
+
+
+def _clip_to_file(r: _Reader, regions, file_size: int):
+    kept, missing = [], 0
+    for start, size, offset in regions:
+        if offset >= file_size:
+            missing += size
+            continue
+        if offset + size > file_size:
+            missing += offset + size - file_size
+            size = file_size - offset
+        kept.append((start, size, offset))
+    if missing:
+        r.warn(f"the dump is truncated: {missing:,} bytes of its memory are not in the file")
+    return kept

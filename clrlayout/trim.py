@@ -1,0 +1,114 @@
+"""``clrlayout trim``: a much smaller dump of the same format that gives the same ``info`` and ``dump``.
+
+The analysis is run with the address space recording every read (the GcDacVars structure, the heap
+segments it leads to, every MethodTable looked at, every string's bytes).  Those ranges, rounded out to
+pages, plus the thread stacks, are the memory the new dump keeps; the streams or notes that describe the
+process (system info, modules, threads, misc info / NT_FILE, NT_PRSTATUS, ...) are kept whole.  The
+output is written to a temporary file beside the target and renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+from . import __version__
+from .analysis import open_analysis
+from .errors import OutputError
+from .limits import DEFAULT_LIMITS, Limits
+
+PAGE = 4096
+
+
+@dataclass
+class TrimResult:
+    input_bytes: int
+    output_bytes: int
+    kept_memory: int
+    total_memory: int
+    ranges: int
+    strings: int
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
+                  limits: Limits = DEFAULT_LIMITS) -> tuple[list[tuple[int, int]], int]:
+    """Page-rounded ranges of memory the string analysis reads, and the number of strings found."""
+    with open_analysis(path, mt=mt, profile=profile, limits=limits) as a:
+        space = a.dump.memory
+        log = space.start_recording()
+        a.string_method_table()
+        count = 0
+        for s in a.iter_strings(decode=True):
+            count += 1
+        # the heap segments' headers (read by find_gc_heap before recording started)
+        if a.heap.dac_vars is not None:
+            from .gcheap import find_gc_heap
+
+            find_gc_heap(a.dump, a.runtime.module, limits)
+        space.stop_recording()
+        ranges = [(lo - lo % PAGE, hi + (-hi) % PAGE) for lo, hi in log.ranges]
+        return _merge(ranges), count
+
+
+def _clip(ranges, space) -> list[tuple[int, int, int]]:
+    """(start, size, file offset) pieces of ``ranges`` that are in the dump."""
+    pieces = []
+    for lo, hi in ranges:
+        for r in space.iter_regions():
+            a, b = max(lo, r.start), min(hi, r.end)
+            if a < b:
+                pieces.append((a, b - a, r.offset + (a - r.start)))
+    return pieces
+
+
+def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
+         limits: Limits = DEFAULT_LIMITS) -> TrimResult:
+    ranges, count = needed_ranges(path, mt, profile, limits)
+    from .readers import open_dump
+
+    with open_dump(path, limits) as dump:
+        if dump.format == "minidump":
+            from .trim_minidump import write_minidump as writer
+        else:
+            from .trim_elf import write_elf_core as writer
+        directory = os.path.dirname(os.path.abspath(out)) or "."
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".clrlayout-trim-", dir=directory)
+        except OSError as e:
+            raise OutputError(f"cannot write to {directory}: {e.strerror}") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                kept = writer(dump, ranges, f, comment=f"trimmed by clrlayout {__version__} from "
+                                                       f"{os.path.basename(path)}: {count} strings")
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; an output file gets the usual mode
+            os.replace(tmp, out)
+        except OSError as e:
+            raise OutputError(f"cannot write {out}: {e.strerror}") from None
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return TrimResult(os.path.getsize(path), os.path.getsize(out), kept, dump.memory.total_bytes,
+                          len(ranges), count)
+
+
+def copy_range(dump, f, start: int, size: int) -> None:
+    """Copy target memory [start, start+size) from the dump into ``f`` in bounded chunks."""
+    pos = start
+    end = start + size
+    while pos < end:
+        n = min(end - pos, 8 * 1024 * 1024)
+        f.write(dump.memory.read(pos, n))
+        pos += n

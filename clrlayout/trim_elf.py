@@ -1,0 +1,84 @@
+"""Writing a trimmed ELF core: notes kept whole, PT_LOAD segments cut to the kept memory.
+
+Every mapping of the original stays described: the kept parts of a PT_LOAD get file data, the rest keeps
+its address range with ``p_filesz = 0`` (as cores describe pages they did not save).  Headers are built
+with pyelftools' own structs.
+"""
+
+from __future__ import annotations
+
+from elftools.construct.lib import Container
+from elftools.elf.structs import ELFStructs
+
+from .trim import copy_range
+
+
+def _split(seg: dict, kept: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """(vaddr, size, has_data) pieces of a PT_LOAD: kept ranges with data, the gaps without."""
+    lo, hi = seg["p_vaddr"], seg["p_vaddr"] + seg["p_memsz"]
+    data_hi = seg["p_vaddr"] + seg["p_filesz"]
+    pieces, pos = [], lo
+    for a, b in kept:
+        a, b = max(a, lo), min(b, data_hi)
+        if a >= b:
+            continue
+        if a > pos:
+            pieces.append((pos, a - pos, False))
+        pieces.append((a, b - a, True))
+        pos = b
+    if pos < hi:
+        pieces.append((pos, hi - pos, False))
+    return pieces
+
+
+def write_elf_core(dump, ranges, f, comment: str) -> int:
+    """``comment`` is not stored: an ELF core has no place for it (the sample manifest records it)."""
+    c = dump.container
+    structs = ELFStructs(little_endian=c.little_endian, elfclass=c.elfclass)
+    structs.create_basic_structs()
+    structs.create_advanced_structs(c.header["e_type"], c.header["e_machine"], c.header["e_ident"]["EI_OSABI"])
+    ehdr_size = structs.Elf_Ehdr.sizeof()
+    phdr_size = structs.Elf_Phdr.sizeof()
+    source = dump.memory.source
+    kept = sorted(ranges)
+
+    out_segments = []  # (header dict, data source: ("file", offset, size) | ("memory", vaddr, size) | None)
+    for seg in c.segments:
+        if seg["p_type"] == "PT_LOAD":
+            for vaddr, size, has_data in _split(seg, kept):
+                h = dict(seg, p_vaddr=vaddr, p_paddr=0, p_memsz=size, p_filesz=size if has_data else 0, p_offset=0)
+                out_segments.append((h, ("memory", vaddr, size) if has_data else None))
+        elif seg["p_type"] == "PT_NOTE":
+            out_segments.append((dict(seg), ("file", seg["p_offset"], seg["p_filesz"])))
+        else:
+            out_segments.append((dict(seg, p_offset=0, p_filesz=0), None))
+
+    offset = ehdr_size + len(out_segments) * phdr_size
+    for h, data in out_segments:
+        if data is not None:
+            if h["p_type"] == "PT_LOAD":
+                offset += (-offset) % 4096
+            else:
+                offset += (-offset) % 8
+            h["p_offset"] = offset
+            offset += data[2]
+
+    header = dict(c.header, e_phoff=ehdr_size, e_phnum=len(out_segments), e_shoff=0, e_shnum=0, e_shstrndx=0,
+                  e_phentsize=phdr_size)
+    f.write(structs.Elf_Ehdr.build(Container(**header)))
+    for h, _ in out_segments:
+        f.write(structs.Elf_Phdr.build(Container(**h)))
+    pos = ehdr_size + len(out_segments) * phdr_size
+    kept_bytes = 0
+    for h, data in out_segments:
+        if data is None:
+            continue
+        f.write(b"\0" * (h["p_offset"] - pos))
+        kind, at, size = data
+        if kind == "file":
+            f.write(source.pread(at, size))
+        else:
+            copy_range(dump, f, at, size)
+            kept_bytes += size
+        pos = h["p_offset"] + size
+    return kept_bytes

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "sample_dumps"
+SHARED = Path(os.environ.get("CLRLAYOUT_SHARED", REPO.parent / "shared"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def shared_file(*parts: str) -> Path:
+    """A file of ../shared (CI has it beside the clone); a missing one fails, it does not skip."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.fail(f"{path} is missing: the tests need ../shared beside the repository (or CLRLAYOUT_SHARED)")
+    return path
+
+
+def manifest() -> list[dict]:
+    return tomllib.loads((SAMPLES / "MANIFEST.toml").read_text(encoding="utf-8"))["dumps"]
+
+
+@dataclass
+class Sample:
+    entry: dict
+    path: Path
+    truth: dict
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def known(self, name: str) -> dict:
+        for s in self.truth["strings"]:
+            if s["name"] == name:
+                return s
+        raise KeyError(name)
+
+
+def load_sample(entry: dict) -> Sample:
+    truth = json.loads((SAMPLES / entry["truth"]).read_text(encoding="utf-8"))
+    return Sample(entry, SAMPLES / entry["file"], truth)
+
+
+@pytest.fixture(params=manifest(), ids=lambda e: e["file"])
+def sample(request) -> Sample:
+    return load_sample(request.param)
+
+
+@pytest.fixture(scope="session")
+def triage_core(tmp_path_factory) -> Path:
+    """The public .NET Core 2.0 triage core of ../shared/dumps, decompressed once."""
+    src = shared_file("dumps", "netcore20-preview-linux-x64-triage.core.xz")
+    out = tmp_path_factory.mktemp("triage") / "triage.core"
+    out.write_bytes(lzma.decompress(src.read_bytes()))
+    return out
+
+
+@pytest.fixture(scope="session")
+def triage_truth() -> dict:
+    return json.loads(shared_file("dumps", "netcore20-preview-linux-x64-triage.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def golden() -> dict:
+    return json.loads(shared_file("golden", "netfx-windbg-strings.json").read_text())
+
+
+def units_to_str(units: list[int]) -> str:
+    return b"".join(u.to_bytes(2, "little") for u in units).decode("utf-16-le", "surrogatepass")

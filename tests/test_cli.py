@@ -1,0 +1,176 @@
+"""The command line: output shapes, the JSON schemas, and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SAMPLES, manifest, units_to_str
+
+from clrlayout.cli import main
+
+LINUX = SAMPLES / "strings.coreclr-3.1.23.linux-x64.core"
+X86 = SAMPLES / "strings.coreclr-3.1.23.win-x86.dmp"
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_info_json_schema(capsys, sample):
+    code, out, err = run(capsys, "info", sample.path, "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["format"] == sample.entry["format"]
+    assert data["arch"] == sample.entry["arch"]
+    assert data["pointer_size"] == sample.truth["pointer_size"]
+    assert data["runtime"] == {**data["runtime"], "flavor": "coreclr", "version": "3.1.23"}
+    assert data["string_method_table"] == sample.truth["string_method_table"]
+    assert data["gc_heap"]["exact"] is True
+
+
+def test_info_table(capsys):
+    code, out, _ = run(capsys, "info", X86)
+    assert code == 0
+    assert "minidump (x86, 4-byte pointers)" in out
+    assert "coreclr 3.1.23" in out and "exact heap walk from GcDacVars" in out
+    assert "String MethodTable:" in out and "(BaseSize 14)" in out
+
+
+def test_dump_jsonl_schema(capsys, sample):
+    code, out, _ = run(capsys, "dump", sample.path, "--type", "System.String", "--format", "jsonl", "-q")
+    assert code == 0
+    records = [json.loads(line) for line in out.splitlines()]
+    assert len(records) == sample.entry["strings"]
+    for r in records:
+        assert set(r) == {"address", "method_table", "size", "aligned_size", "length", "value", "header"}
+        assert r["address"].startswith("0x") and r["method_table"] == sample.truth["string_method_table"]
+        assert isinstance(r["header"], int) and 0 <= r["header"] < 2 ** 32
+    by = {r["address"]: r for r in records}
+    for k in sample.truth["strings"]:
+        r = by[k["address"]]
+        assert r["value"] == units_to_str(k["units"])  # lone surrogates survive the JSON round trip
+        assert r["header"] == k["header"]
+    # lone surrogates are escaped, so every line is valid UTF-8
+    assert "\\ud800" in out and "\\udc00" in out
+    out.encode("utf-8")
+
+
+def test_dump_table_and_total(capsys, sample):
+    code, out, _ = run(capsys, "dump", sample.path, "-q")
+    lines = out.splitlines()
+    assert lines[0].split() == ["Address", "MT", "Size", "Value"]
+    assert lines[-1].startswith(f"Total {sample.entry['strings']:,} strings")
+    ddd = int(sample.known("ddd")["address"], 16)
+    width = 2 * sample.truth["pointer_size"]
+    row = next(line for line in lines if line.startswith(f"{ddd:0{width}x}"))
+    assert row.endswith('"ddd"')
+    assert int(row.split()[2]) == (26 if False else {8: 28, 4: 20}[sample.truth["pointer_size"]])
+
+
+def test_dump_limit(capsys):
+    code, out, _ = run(capsys, "dump", LINUX, "--limit", "3", "--format", "jsonl", "-q")
+    assert code == 0 and len(out.splitlines()) == 3
+
+
+def test_dump_layout(capsys, sample):
+    code, out, _ = run(capsys, "dump", sample.path, "--layout", "--limit", "40", "-q")
+    assert code == 0
+    ptr = sample.truth["pointer_size"]
+    assert "(object header: sync block)" in out and "(object header: MethodTable)" in out
+    assert ("(object header: padding)" in out) == (ptr == 8)
+    assert "m_StringLength" in out and "(terminator)" in out
+    assert "Space losses:" in out and "Instance size:" in out
+    assert "mm mm mm mm" in out  # hex view field marks
+
+
+def test_mt_override(capsys, sample):
+    mt = sample.truth["string_method_table"]
+    code, out, _ = run(capsys, "dump", sample.path, "--mt", mt, "--format", "jsonl", "-q")
+    assert code == 0 and len(out.splitlines()) == sample.entry["strings"]
+    # an address that is not a String MethodTable
+    bad = hex(int(sample.known("ddd")["address"], 16))
+    code, _, err = run(capsys, "dump", sample.path, "--mt", bad)
+    assert code == 4 and "not a System.String MethodTable" in err or "no MethodTable" in err
+
+
+@pytest.mark.parametrize("content,code", [(b"", 3), (b"garbage bytes here", 3), (b"MDMP" + b"\0" * 10, 3),
+                                          (b"\x7fELF" + b"\x02\x01\x01" + b"\0" * 9, 3)])
+def test_bad_files_exit_with_documented_codes(tmp_path, capsys, content, code):
+    p = tmp_path / "bad.dmp"
+    p.write_bytes(content)
+    for cmd in (["info"], ["dump"], ["trim"]):
+        args = cmd + [p] + ([tmp_path / "out.dmp"] if cmd == ["trim"] else [])
+        got, out, err = run(capsys, *args)
+        assert got == code, (cmd, err)
+        assert err.startswith("clrlayout: error:") and err.count("\n") == 1
+        assert "Traceback" not in err
+
+
+def test_missing_file_and_usage(tmp_path, capsys):
+    code, _, err = run(capsys, "info", tmp_path / "nope.dmp")
+    assert code == 3 and "cannot open" in err
+    code, _, _ = run(capsys, "dump", LINUX, "--type", "System.Object")
+    assert code == 2
+    code, _, _ = run(capsys, "dump", LINUX, "--format", "xml")
+    assert code == 2
+    code, _, _ = run(capsys, "dump", LINUX, "--mt", "zz")
+    assert code == 2
+
+
+def test_not_a_dotnet_process(capsys):
+    """A real ELF core with the runtime module entries removed: a clear 'no runtime' (exit 4)."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = shutil.copy(LINUX, d)
+        data = bytearray(open(p, "rb").read())
+        i = data.find(b"libcoreclr.so")
+        while i >= 0:
+            data[i : i + 13] = b"libnotclr.so\0"
+            i = data.find(b"libcoreclr.so")
+        open(p, "wb").write(data)
+        code, _, err = run(capsys, "info", p)
+    assert code == 4 and "no .NET runtime module" in err
+
+
+def test_console_script_end_to_end(tmp_path):
+    """The installed entry point, as a user runs it: exit codes, and no traceback ever."""
+    bad = tmp_path / "x.core"
+    bad.write_bytes(b"\x7fELF" + b"\x01" * 60)
+    r = subprocess.run([sys.executable, "-m", "clrlayout", "info", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 3 and "Traceback" not in r.stderr and r.stderr.startswith("clrlayout: error:")
+    r = subprocess.run([sys.executable, "-m", "clrlayout", "dump", str(LINUX), "--limit", "2"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("Total 2 strings")
+
+
+def _jsonl(capsys, *args):
+    code, out, err = run(capsys, "dump", *args, "--format", "jsonl", "-q")
+    assert code == 0, err
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_filters_compose(capsys, sample):
+    everything = _jsonl(capsys, sample.path)
+    values = [r["value"] for r in everything]
+    got = _jsonl(capsys, sample.path, "--contains", "dup")
+    assert [r["value"] for r in got] == [v for v in values if "dup" in v]
+    got = _jsonl(capsys, sample.path, "--regex", r"^DEAD-0\d\d$")
+    assert len(got) == 100
+    got = _jsonl(capsys, sample.path, "--min-length", "3", "--max-length", "5")
+    assert got and all(3 <= r["length"] <= 5 for r in got)
+    assert len(got) == sum(1 for r in everything if 3 <= r["length"] <= 5)
+    got = _jsonl(capsys, sample.path, "--regex", "^DEAD", "--max-length", "7", "--contains", "9")
+    assert sorted(r["value"] for r in got) == sorted(v for v in values if v.startswith("DEAD") and len(v) <= 7 and "9" in v)
+    a = int(sample.known("ddd")["address"], 16)
+    got = _jsonl(capsys, sample.path, "--address-range", hex(a), hex(a + 1))
+    assert [(r["address"], r["value"], r["header"]) for r in got] == [(hex(a), "ddd", 1)]
+    code, _, err = run(capsys, "dump", sample.path, "--regex", "(")
+    assert code == 2 and "not a valid regular expression" in err

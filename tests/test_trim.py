@@ -1,0 +1,53 @@
+"""trim: a smaller dump of the same format that gives the same info and dump output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import SAMPLES
+
+from clrlayout.cli import main
+from clrlayout.readers import open_dump, sniff
+
+
+def _outputs(capsys, path):
+    main(["dump", str(path), "--format", "jsonl", "-q"])
+    jsonl = capsys.readouterr().out
+    main(["info", str(path), "--format", "json", "-q"])
+    info = json.loads(capsys.readouterr().out)
+    for k in ("path", "memory"):
+        info.pop(k)
+    return jsonl, info
+
+
+def test_trim_round_trip(sample, tmp_path, capsys):
+    out = tmp_path / ("t" + sample.path.suffix)
+    assert main(["trim", str(sample.path), str(out), "-q"]) == 0
+    capsys.readouterr()
+    assert sniff(str(out)) == sample.entry["format"]
+    assert out.stat().st_size <= sample.path.stat().st_size + 64  # trimming a trimmed dump keeps it
+    assert _outputs(capsys, out) == _outputs(capsys, sample.path)
+    with open_dump(str(out)) as a, open_dump(str(sample.path)) as b:
+        assert [m.path for m in a.modules] == [m.path for m in b.modules]
+        assert a.threads == b.threads and a.pid == b.pid and a.arch == b.arch
+
+
+def test_trim_of_the_triage_core(triage_core, tmp_path, capsys):
+    out = tmp_path / "t.core"
+    assert main(["trim", str(triage_core), str(out), "-q"]) == 0
+    capsys.readouterr()
+    assert out.stat().st_size < triage_core.stat().st_size / 4  # an already small triage dump
+    assert _outputs(capsys, out) == _outputs(capsys, triage_core)
+
+
+def test_trim_refuses_to_overwrite_its_input(sample, capsys):
+    assert main(["trim", str(sample.path), str(sample.path)]) == 2
+
+
+def test_trim_output_is_atomic(sample, tmp_path, capsys):
+    bad = tmp_path / "no-such-dir" / "out.dmp"
+    assert main(["trim", str(sample.path), str(bad)]) == 6
+    assert "cannot write" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
