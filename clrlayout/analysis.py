@@ -14,6 +14,7 @@ from .gcheap import GcHeap, find_gc_heap
 from .heap import HeapObject, HeapWalker
 from .limits import DEFAULT_LIMITS, Limits
 from .methodtable import MethodTables
+from .monovtable import MonoVTables
 from .objscan import iter_string_addresses, learn_string_method_table
 from .profiles import Profile, load_profile
 from .readers import Dump, open_dump
@@ -50,6 +51,11 @@ class Analysis:
         """The System.String MethodTable: --mt if given, else learned from the heap."""
         if self.mts.string_mt is not None:
             return self.mts.string_mt
+        if self.mt_override is not None and self.profile.method_table is None:  # Mono: a MonoVTable
+            if self.mts.get(self.mt_override) is None:
+                raise TypeNotFound(f"--mt {self.mt_override:#x}: not a plausible MonoVTable in the dump")
+            self.mts.string_mt = self.mt_override
+            return self.mt_override
         if self.mt_override is not None:
             raw = self.mts.read_raw(self.mt_override)
             if raw is None:
@@ -62,6 +68,9 @@ class Analysis:
                                      f"profile {self.profile.label} says {self.profile.string.base_size}")
             self.mts.string_mt = self.mt_override
             return self.mt_override
+        if self.profile.method_table is None:
+            raise TypeNotFound("Mono objects carry a MonoVTable, which has no recognisable shape: "
+                               "give the String vtable with --mt")
         if self.heap.exact:
             walker = HeapWalker(self.dump.memory, self.mts, Findings(0))
             for obj in walker.iter_objects(self.heap.segments):
@@ -140,7 +149,8 @@ def open_analysis(path: str, *, mt: int | None = None, profile: str | None = Non
             warnings.append("no exact heap walk: strings are found by a checked scan, which cannot tell dead "
                             "bytes past the heap's end from live objects (reason below)")
         warnings += gc.warnings
-        mts = MethodTables(dump.memory, prof, limits)
+        mts = MethodTables(dump.memory, prof, limits) if prof.method_table is not None \
+            else MonoVTables(dump.memory, prof, limits)
         return Analysis(dump, runtime, prof, gc, mts, Findings(limits.max_findings), warnings, mt_override=mt)
     except BaseException:
         dump.close()

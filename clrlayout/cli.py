@@ -226,6 +226,37 @@ def trim(file, output, mt, profile, quiet):
             f"{r.total_memory:,} bytes of memory in {r.ranges} ranges; {r.strings:,} strings")
 
 
+# --- live -------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--runtime", type=click.Choice(["coreclr", "mono"]), default="coreclr", show_default=True,
+              help="coreclr: the embedded CoreCLR 3.1.23 (pip install 'clrlayout[live]'); mono: the system's Mono.")
+@click.option("--max-length", type=click.IntRange(0, 100_000), default=64, show_default=True,
+              help="Check every length from 0 to N (plus the special cases).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--capture", type=click.Path(dir_okay=False), default=None, metavar="OUT",
+              help="Also write a dump of this process to OUT, run the dump path on it, and check every case.")
+@profile_option
+@click.pass_context
+def live(ctx, runtime, max_length, fmt, capture, profile):
+    """Host a real runtime, allocate strings, and check them against clrlayout's decoders and profile.
+
+    Exits 1 if any check fails (a profile that does not match the runtime), 7 if the runtime is missing."""
+    from .live.harness import run
+    from .present.jsonout import dumps
+    from .present.live import live_lines
+
+    report = run(runtime, max_length, capture, profile)
+    if fmt == "json":
+        out(dumps(report.as_dict()))
+    else:
+        for line in live_lines(report):
+            out(line)
+    if report.failures:
+        ctx.exit(int(ExitCode.FINDINGS))
+
+
 # --- entry point ------------------------------------------------------------------------------------
 
 

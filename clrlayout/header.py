@@ -31,7 +31,8 @@ class HeaderState:
         elif self.kind == "hash":
             text = f"hash code {self.hash_code:#x}"
         elif self.kind == "sync_block":
-            text = f"sync block #{self.sync_block_index}"
+            text = (f"sync block #{self.sync_block_index}" if self.sync_block_index < 1 << 26
+                    else f"inflated: MonoThreadsSync at {self.sync_block_index:#x}")
         else:
             text = "unlocked, no hash"
         if self.appdomain:
@@ -59,9 +60,27 @@ class HeaderState:
         return out
 
 
+def decode_mono_lock_word(value: int, spec: HeaderSpec) -> HeaderState:
+    """Mono's LockWord (monitor.h): status in the low bits; flat = owner small id and nest count, thin
+    hash = hash code, inflated = a MonoThreadsSync* (with the hash flag when it also holds a hash)."""
+    status = value & spec.status_mask
+    if status & spec.status_inflated:
+        flags = ("has hash",) if status & spec.status_hash else ()
+        return HeaderState(value, "sync_block", sync_block_index=value & ~spec.status_mask, flags=flags)
+    if status == spec.status_hash:
+        return HeaderState(value, "hash", hash_code=(value >> spec.hash_shift) & 0xFFFFFFFF)
+    owner = value >> spec.owner_shift
+    if owner:
+        return HeaderState(value, "thin_lock", thread_id=owner,
+                           recursion=(value & spec.recursion_mask) >> spec.recursion_shift)
+    return HeaderState(value, "none")
+
+
 def decode_header(value: int, spec: HeaderSpec, is_string: bool = True) -> HeaderState:
     """Decode a 32-bit sync block word (syncblk.h).  Bits 31:30 of a string are its high-char state on
     runtimes that keep one (.NET Framework, CoreCLR <= 3.1), else bit 30 is FINALIZER_RUN."""
+    if spec.kind == "mono-lock-word":
+        return decode_mono_lock_word(value, spec)
     value &= 0xFFFFFFFF
     flags = []
     string_state = None

@@ -102,6 +102,10 @@ def string_layout(profile: Profile, length: int, obj: StringObject | None = None
             rows.append(LayoutRow(offset, size, type_, desc, role, value))
 
     header = obj.header_state(p) if obj is not None else None
+    mono = p.flavor == "mono"
+    names = {"mt": ("MonoVTable*", "(object header: vtable)") if mono else ("MethodTable*", "(object header: MethodTable)"),
+             "length": "length" if mono else "m_StringLength",
+             "chars": "chars (UTF-16 characters)" if mono else "m_FirstChar (UTF-16 characters)"}
     sync_off = o.sync_block_offset
     if o.header_size:
         pad = o.header_size + sync_off
@@ -109,16 +113,16 @@ def string_layout(profile: Profile, length: int, obj: StringObject | None = None
             None if obj is None else f"{obj.header_padding:#010x}")
         add(sync_off, 4, "DWORD", "(object header: sync block)", "sync-block",
             None if obj is None else f"{obj.header:#010x} {header.describe()}")
-    add(0, ptr, "MethodTable*", "(object header: MethodTable)", "method-table",
+    add(0, ptr, *names["mt"], "method-table",
         None if obj is None else f"{obj.method_table:#0{2 + 2 * ptr}x}")
     pos = ptr
     if o.sync_pointer_offset is not None:
         add(pos, o.sync_pointer_offset - pos, "", "(gap)", "gap")
-        add(o.sync_pointer_offset, ptr, "MonoThreadsSync*", "(object header: synchronisation)", "sync-pointer",
-            None if data is None else f"{_u(data[o.header_size + o.sync_pointer_offset:][:ptr]):#x}")
+        add(o.sync_pointer_offset, ptr, "LockWord", "(object header: synchronisation)", "sync-pointer",
+            None if obj is None else f"{obj.header:#x} {header.describe()}")
         pos = o.sync_pointer_offset + ptr
     add(pos, s.length_offset - pos, "", "(alignment/padding gap)", "gap")
-    add(s.length_offset, 4, "int32", "m_StringLength", "length", None if obj is None else str(obj.length))
+    add(s.length_offset, 4, "int32", names["length"], "length", None if obj is None else str(obj.length))
     add(s.length_offset + 4, s.chars_offset - s.length_offset - 4, "", "(alignment/padding gap)", "gap")
     value = None
     if obj is not None and obj.value is not None:
@@ -126,7 +130,7 @@ def string_layout(profile: Profile, length: int, obj: StringObject | None = None
         if max_value_chars is not None and len(text) > max_value_chars:
             text = text[:max_value_chars] + "\u2026"
         value = quote(text)
-    add(s.chars_offset, 2 * length, f"char[{length}]", "m_FirstChar (UTF-16 characters)", "chars", value)
+    add(s.chars_offset, 2 * length, f"char[{length}]", names["chars"], "chars", value)
     term_at = s.chars_offset + 2 * length
     term_value = None
     if data is not None:

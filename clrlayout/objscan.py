@@ -9,7 +9,8 @@ images, so every candidate must also:
 - be followed, at its aligned end, by another valid object (a known MethodTable, or in a partial dump a
   pointer-aligned value outside the dump), a zero gap, or the end of the mapped memory;
 - be preceded by an object of a known MethodTable that ends exactly where it starts, or by a zeroed gap,
-  or start its memory run (MethodTables are learned from the successors of string candidates).
+  or start its memory run (MethodTables are learned from the successors of string candidates; on Mono,
+  where only String has a known size, this check is left out).
 
 What this cannot tell apart is a dead string whose bytes survive past the heap's allocated end from a live
 one; results are marked heuristic.  Dead strings inside free objects (what a GC leaves between survivors)
@@ -195,6 +196,9 @@ def iter_string_addresses(dump: Dump, mts: MethodTables, string_mt: int, finding
                 if _check_candidate(space, mts, o, hi, unmask):
                     candidates.append((o, lo))
     # pass 2: a real object starts its memory run, follows a zeroed gap, or starts where a known object ends
+    if p.method_table is None:  # Mono: no type but String has a known size, so no predecessor can be checked
+        yield from (o for o, _ in candidates)
+        return
     ends = _object_ends(dump, mts, {o for o, _ in candidates})
     for o, lo in candidates:
         start = o - p.object.header_size
@@ -228,7 +232,7 @@ def _preceded_by_object(space, mts: MethodTables, o: int, lo: int, unmask: int) 
         if not word:
             continue
         mt = mts.get(word)
-        if mt is None:
+        if mt is None or not mt.base_size:  # a type of unknown size (Mono) cannot end anywhere known
             continue
         n = int.from_bytes(data[off + ptr : off + ptr + 4], "little") if mt.component_size and off + ptr + 4 <= len(data) else 0
         size = max((mt.object_size(n) + align) & ~align, p.object.min_object_size)
@@ -243,7 +247,7 @@ def _object_ends(dump: Dump, mts: MethodTables, wanted: set) -> set:
     ptr = p.pointer_size
     space = dump.memory
     dt = _dtype(ptr, space.little_endian)
-    known = mts.known()
+    known = {a: mt for a, mt in mts.known().items() if mt.base_size}
     if not known or not wanted:
         return set()
     table = np.array(sorted(known), dtype=np.uint64)

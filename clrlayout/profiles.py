@@ -86,7 +86,9 @@ SCHEMA = {
     "header": {"is_hash_or_syncblk": int, "is_hashcode": int, "hashcode_mask": int, "syncblock_index_mask": int,
                "spin_lock": int, "gc_reserve": int, "finalizer_run": int, "thread_id_mask": int,
                "recursion_mask": int, "recursion_shift": int, "appdomain_mask": int, "appdomain_shift": int,
-               "string_has_no_high_chars": int, "string_high_chars_known": int, "kind": str},
+               "string_has_no_high_chars": int, "string_high_chars_known": int, "kind": str,
+               # Mono's lock word
+               "status_mask": int, "status_hash": int, "status_inflated": int, "owner_shift": int, "hash_shift": int},
 }
 PROFILE_KEYS = {"name", "flavor", "arch", "baseline", "pointer_size", "endian", "versions", "sources",
                 "verified", "abstract", "kind"}
@@ -94,7 +96,7 @@ OVERRIDE_KEYS = {"versions", "reason", "sources"} | set(SCHEMA)
 REQUIRED = {
     "object": {"header_size", "sync_block_offset", "method_table_offset", "alignment", "large_object_alignment",
                "min_object_size", "method_table_unmask"},
-    "method_table": {"size", "fields", "flags"},
+    "method_table": {"size", "fields", "flags"},  # CLR only: a MonoVTable is not a MethodTable
     "string": {"length_offset", "chars_offset", "base_size", "component_size", "terminator_size"},
     "header": {"kind"},
 }
@@ -147,7 +149,7 @@ class StringSpec:
 class HeaderSpec:
     """Sync block word bits (CLR) or lock word bits (Mono); 0 means the runtime has no such bit."""
 
-    kind: str  # "clr-syncblock" | "mono-sync-pointer"
+    kind: str  # "clr-syncblock" | "mono-lock-word"
     is_hash_or_syncblk: int = 0
     is_hashcode: int = 0
     hashcode_mask: int = 0
@@ -162,6 +164,11 @@ class HeaderSpec:
     appdomain_shift: int = 0
     string_has_no_high_chars: int = 0
     string_high_chars_known: int = 0
+    status_mask: int = 0
+    status_hash: int = 0
+    status_inflated: int = 0
+    owner_shift: int = 0
+    hash_shift: int = 0
 
 
 @dataclass(frozen=True)
@@ -176,7 +183,7 @@ class Profile:
     version: tuple[int, ...] | None
     applied_overrides: tuple[str, ...]
     object: ObjectSpec
-    method_table: MethodTableSpec
+    method_table: MethodTableSpec | None  # None for Mono
     string: StringSpec
     header: HeaderSpec
     sources: dict = field(default_factory=dict, compare=False)
@@ -341,7 +348,10 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
     if ptr not in (4, 8):
         raise InvalidProfile(path, "profile.pointer_size", f"{ptr} is not 4 or 8")
     data["header"].setdefault("kind", "clr-syncblock")
+    has_mt = bool(data["method_table"]) or meta["flavor"] != "mono"
     for section, values in data.items():
+        if section == "method_table" and not has_mt:
+            continue
         _check_section(path, section, values)
 
     o = data["object"]
@@ -352,7 +362,7 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
     if o["min_object_size"] % o["alignment"]:
         raise InvalidProfile(path, "object.min_object_size", "not a multiple of the alignment")
 
-    mt = data["method_table"]
+    mt = data["method_table"] if has_mt else {"size": 0, "fields": {}, "flags": {}}
     fields = {}
     spans = []
     for fname, spec in mt["fields"].items():
@@ -372,7 +382,7 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
     for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
         if b0 < a1:
             raise InvalidProfile(path, f"method_table.fields.{bn}", f"overlaps {an}")
-    for need in ("m_dwFlags", "m_BaseSize", "m_pParentMethodTable"):
+    for need in ("m_dwFlags", "m_BaseSize", "m_pParentMethodTable") if has_mt else ():
         if need not in fields:
             raise InvalidProfile(path, f"method_table.fields.{need}", "missing")
     for fname, mask in mt["flags"].items():
@@ -391,7 +401,8 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
         version=version, applied_overrides=applied,
         object=ObjectSpec(**o),
         method_table=MethodTableSpec(size=mt["size"], fields=fields, flags=dict(mt["flags"]),
-                                     eeclass_or_canon_mask=mt.get("union", {}).get("eeclass_or_canon_mask", 3)),
+                                     eeclass_or_canon_mask=mt.get("union", {}).get("eeclass_or_canon_mask", 3))
+        if has_mt else None,
         string=StringSpec(**s),
         header=HeaderSpec(**data["header"]),
         sources=sources, verified=meta.get("verified", ""), path=path,

@@ -16,10 +16,22 @@ RUNTIME_MODULES = {
     "libcoreclr.dylib": "coreclr",
     "clr.dll": "netfx",
     "mscorwks.dll": "netfx",
-    "libmonosgen-2.0.so": "mono",
-    "libmonosgen-2.0.so.1": "mono",
     "mono-2.0-sgen.dll": "mono",
+    "libmonosgen-2.0.dylib": "mono",
 }
+# shared libraries with version suffixes, as mapped (symlinks resolved): libmonosgen-2.0.so.1.0.0
+_SO_VERSIONED = re.compile(r"^(libmonosgen-2\.0\.so|libcoreclr\.so)(\.\d+)*$")
+
+
+def runtime_flavor(module_name: str) -> str | None:
+    """The runtime flavor a module file name stands for, or None."""
+    name = module_name.lower()
+    if name in RUNTIME_MODULES:
+        return RUNTIME_MODULES[name]
+    m = _SO_VERSIONED.match(name)
+    if m:
+        return "mono" if m.group(1).startswith("libmono") else "coreclr"
+    return None
 
 _PATH_VERSION = re.compile(r"Microsoft\.NETCore\.App[\\/](\d+\.\d+\.\d+[^\\/]*)[\\/]", re.IGNORECASE)
 
@@ -52,7 +64,7 @@ def _version_from_file_version(flavor: str, fv: tuple[int, int, int, int]) -> st
 
 def detect_runtime(dump: Dump) -> RuntimeInfo:
     """The CLR in the dump, from its module list; :class:`RuntimeNotFound` when there is none."""
-    found = [(m, RUNTIME_MODULES[m.name.lower()]) for m in dump.modules if m.name.lower() in RUNTIME_MODULES]
+    found = [(m, f) for m in dump.modules if (f := runtime_flavor(m.name))]
     if not found:
         names = ", ".join(sorted({n for n in RUNTIME_MODULES}))
         raise RuntimeNotFound(f"{dump.path}: no .NET runtime module in the dump (looked for {names})")

@@ -23,7 +23,7 @@ class StringObject:
     length: int
     size: int  # SOS size: BaseSize + 2 * length, unaligned
     aligned_size: int  # bytes it occupies on the GC heap
-    header: int  # the 32-bit sync block word (0 on runtimes without one)
+    header: int  # the 32-bit sync block word (Mono: the pointer-sized lock word)
     value: str | None  # None when the command does not need the characters
     large: bool = False  # on the large object heap
     terminated: bool = True
@@ -47,7 +47,10 @@ def decode_string_bytes(profile: Profile, address: int, data: bytes, large: bool
     except (ConstructError, UnicodeDecodeError) as e:
         raise DecodeError(f"cannot decode System.String ({type(e).__name__}: {e})", address) from e
     prefix = obj.prefix
-    header = prefix.header.m_SyncBlockValue if profile.object.header_size else 0
+    if profile.object.header_size:
+        header = prefix.header.m_SyncBlockValue
+    else:  # Mono: the lock word is the object's second field
+        header = prefix.get("synchronisation", 0)
     pad = prefix.header.get("m_alignpad", b"") if profile.object.header_size else b""
     pad_value = int.from_bytes(pad, "little") if pad else 0
     terminated = obj.terminator == 0

@@ -57,7 +57,7 @@ class ClrStructs:
         self.Pointer = self.UInt64 if profile.pointer_size == 8 else self.UInt32
         self._types = {"uint8": Int8ul, "uint16": self.UInt16, "uint32": self.UInt32, "int32": self.UInt32,
                        "uint64": self.UInt64, "pointer": self.Pointer}
-        self.method_table = self._method_table()
+        self.method_table = self._method_table() if profile.method_table is not None else None
         self.object_header = self._object_header()
         self.string_prefix = self._string_prefix()
 

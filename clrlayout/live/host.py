@@ -1,0 +1,115 @@
+"""Hosting a real runtime in this Python process through pythonnet (one runtime per process).
+
+- ``coreclr``: CoreCLR 3.1.23 from the PyPI package dotnetcore2 (``pip install 'clrlayout[live]'``), with
+  invariant globalization (3.1 cannot load the libicu of current distributions).
+- ``mono``: Mono from the system (Debian: ``apt-get install mono-runtime``), libmonosgen-2.0.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import platform
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import embedded
+from ..errors import LiveRuntimeUnavailable
+
+MONO_LIBRARIES = [
+    "/usr/lib/libmonosgen-2.0.so.1",
+    "/usr/lib/x86_64-linux-gnu/libmonosgen-2.0.so.1",
+    "/usr/local/lib/libmonosgen-2.0.so.1",
+    "/Library/Frameworks/Mono.framework/Versions/Current/lib/libmonosgen-2.0.1.dylib",
+]
+MONO_HINT = "install Mono (Debian: apt-get install mono-runtime) or set CLRLAYOUT_MONO_LIB to libmonosgen-2.0"
+
+
+@dataclass(frozen=True)
+class LiveRuntime:
+    flavor: str  # "coreclr" | "mono"
+    version: str
+    description: str
+    arch: str
+    pointer_size: int
+    library: str
+
+    def as_dict(self) -> dict:
+        return {"flavor": self.flavor, "version": self.version, "arch": self.arch, "description": self.description}
+
+
+_loaded: LiveRuntime | None = None
+
+
+def _arch(pointer_size: int) -> str:
+    machine = platform.machine().lower()
+    if machine in ("aarch64", "arm64"):
+        return "arm64"
+    if machine.startswith("arm"):
+        return "arm"
+    return "x64" if pointer_size == 8 else "x86"
+
+
+def find_mono() -> str:
+    env = os.environ.get("CLRLAYOUT_MONO_LIB")
+    if env:
+        if not Path(env).exists():
+            raise LiveRuntimeUnavailable(f"CLRLAYOUT_MONO_LIB={env} does not exist; {MONO_HINT}")
+        return env
+    for path in MONO_LIBRARIES:
+        if Path(path).exists():
+            return path
+    found = ctypes.util.find_library("monosgen-2.0")
+    if found:
+        return found
+    raise LiveRuntimeUnavailable(f"Mono is not installed (no libmonosgen-2.0 found); {MONO_HINT}")
+
+
+def load(flavor: str = "coreclr") -> LiveRuntime:
+    """Load the runtime into this process (once); returns what was loaded."""
+    global _loaded
+    if _loaded is not None:
+        if _loaded.flavor != flavor:
+            raise LiveRuntimeUnavailable(f"this process already hosts {_loaded.flavor}; run another process for {flavor}")
+        return _loaded
+    try:
+        from clr_loader import get_coreclr, get_mono
+        from pythonnet import set_runtime
+    except ImportError:
+        raise LiveRuntimeUnavailable(f"pythonnet is not installed; {embedded.INSTALL_HINT}") from None
+    if flavor == "coreclr":
+        root = embedded.dotnet_root()
+        config = Path(tempfile.mkdtemp(prefix="clrlayout-live-")) / "clrlayout.runtimeconfig.json"
+        embedded.write_runtimeconfig(config)
+        os.environ.setdefault("DOTNET_ROOT", str(root))
+        try:
+            set_runtime(get_coreclr(runtime_config=str(config), dotnet_root=str(root)))
+        except Exception as e:
+            raise LiveRuntimeUnavailable(f"cannot load CoreCLR from {root}: {e}") from None
+        library = str(embedded.runtime_dir() / "libcoreclr.so")
+    elif flavor == "mono":
+        library = find_mono()
+        try:
+            with warnings.catch_warnings():  # clr_loader warns about Mono < 6.12; 6.8 is what Debian ships and works
+                warnings.simplefilter("ignore", UserWarning)
+                set_runtime(get_mono(libmono=library))
+        except Exception as e:
+            raise LiveRuntimeUnavailable(f"cannot load Mono from {library}: {e}; {MONO_HINT}") from None
+    else:
+        raise LiveRuntimeUnavailable(f"unknown runtime {flavor!r} (coreclr or mono)")
+    import clr  # noqa: F401  (starts the runtime)
+    import System
+
+    pointer_size = System.IntPtr.Size
+    if flavor == "mono":
+        mono_runtime = System.Type.GetType("Mono.Runtime")
+        flags = System.Reflection.BindingFlags.NonPublic | System.Reflection.BindingFlags.Static
+        description = "Mono " + str(mono_runtime.GetMethod("GetDisplayName", flags).Invoke(None, None))
+        version = description.split()[1]
+    else:
+        version = str(System.Environment.Version)
+        description = f"CoreCLR {version} (dotnetcore2)"
+    _loaded = LiveRuntime(flavor, version, description, _arch(pointer_size), pointer_size, library)
+    return _loaded

@@ -1,0 +1,133 @@
+"""The live harness against real runtimes (each run in its own process: one runtime per process).
+
+CoreCLR is the embedded runtime (the [live] extra): always required.  Mono is skipped where it is not
+installed, except in CI, where .ci/run installs it and sets CLRLAYOUT_REQUIRE_MONO=1 so that a missing
+Mono fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clrlayout.profiles import formats_dir
+
+pytestmark = pytest.mark.live
+
+
+def live(*args, env=None, timeout=600):
+    r = subprocess.run([sys.executable, "-m", "clrlayout", "live", *map(str, args)], capture_output=True,
+                       text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r
+
+
+def report(*args, **kw) -> tuple[int, dict]:
+    r = live("--format", "json", *args, **kw)
+    assert r.stdout, r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def mono_available() -> bool:
+    from clrlayout.errors import LiveRuntimeUnavailable
+    from clrlayout.live.host import find_mono
+
+    try:
+        find_mono()
+        return True
+    except LiveRuntimeUnavailable:
+        if os.environ.get("CLRLAYOUT_REQUIRE_MONO"):
+            pytest.fail("Mono is required here (CLRLAYOUT_REQUIRE_MONO) but libmonosgen-2.0 is not installed")
+        return False
+
+
+needs_mono = pytest.mark.skipif("not mono_available()", reason="Mono is not installed (CI installs it)")
+
+
+def _case(data, name):
+    return next(c for c in data["cases"] if c["name"] == name)
+
+
+def test_coreclr_all_checks_pass():
+    code, data = report("--max-length", "64")
+    assert code == 0
+    assert data["runtime"]["flavor"] == "coreclr" and data["runtime"]["version"] == "3.1.23"
+    assert data["profile"] == "coreclr-x64"
+    assert data["failures"] == 0 and data["checks"] >= 500
+    names = {c["name"] for c in data["cases"]}
+    assert {f"length {n}" for n in range(65)} <= names
+    for case in data["cases"]:
+        assert all(c["ok"] for c in case["checks"]), case
+    assert _case(data, "thin lock")["header"] == 1  # thin lock, managed thread 1
+    assert _case(data, "nested lock")["header"] == 0x401  # recursion 1 << 10
+    assert _case(data, "identity hash")["header"] & 0x0C000000 == 0x0C000000
+    assert _case(data, "hash, then lock")["header"] & 0x0C000000 == 0x08000000
+    large = _case(data, "large object heap")
+    assert large["size"] == 22 + 100000 and large["aligned_size"] == 100024
+    # every case checked its aligned size against a real neighbour, except the shared and LOH objects
+    walked = [c for c in data["cases"] if any(k["name"].startswith("aligned size") for k in c["checks"])]
+    assert len(walked) >= 70
+
+
+def test_a_wrong_profile_value_fails(tmp_path):
+    bad = tmp_path / "formats"
+    shutil.copytree(formats_dir(), bad)
+    text = (bad / "coreclr-x64.toml").read_text()
+    assert "base_size = 22\n" in text
+    (bad / "coreclr-x64.toml").write_text(text.replace("base_size = 22\n", "base_size = 24\n"))
+    code, data = report("--max-length", "16", env={"CLRLAYOUT_FORMATS": str(bad)})
+    assert code == 1
+    assert data["failures"] > 0
+    failed = {c["name"] for case in data["cases"] for c in case["checks"] if not c["ok"]}
+    failed |= {c["name"] for c in data["runtime_checks"] if not c["ok"]}
+    assert "SOS size = MethodTable BaseSize + 2n" in failed
+    assert "String MethodTable BaseSize" in failed
+
+
+def test_coreclr_capture_round_trip(tmp_path):
+    out = tmp_path / "live.core"
+    code, data = report("--max-length", "16", "--capture", out)
+    assert code == 0, [c for case in data["cases"] for c in case["checks"] if not c["ok"]]
+    assert out.exists()
+    capture = [c for case in data["cases"] for c in case["checks"] if c["name"].startswith("capture")]
+    assert len(capture) == len(data["cases"]) and all(c["ok"] for c in capture)
+    assert any(c["name"] == "capture: exact heap walk" and c["ok"] for c in data["runtime_checks"])
+
+
+def test_table_output():
+    r = live("--max-length", "2")
+    assert r.returncode == 0
+    assert "0 failures: every case matches the profile coreclr-x64" in r.stdout
+    assert "thin lock: thread 1, recursion 1" in r.stdout
+
+
+@needs_mono
+def test_mono_all_checks_pass():
+    code, data = report("--runtime", "mono", "--max-length", "64")
+    assert code == 0, [c for case in data["cases"] for c in case["checks"] if not c["ok"]]
+    assert data["runtime"]["flavor"] == "mono" and data["profile"] == "mono-x64"
+    assert data["failures"] == 0 and data["checks"] >= 500
+    assert _case(data, "nested lock")["header"] - _case(data, "thin lock")["header"] == 4  # nest count << 2
+    assert _case(data, "identity hash")["header"] & 3 == 1  # LOCK_WORD_HAS_HASH
+    assert _case(data, "hash, then lock")["header"] & 3 == 3  # inflated, with the hash
+
+
+@needs_mono
+def test_mono_capture_round_trip(tmp_path):
+    out = tmp_path / "mono.dmp"
+    code, data = report("--runtime", "mono", "--max-length", "16", "--capture", out)
+    assert code == 0, [c for case in data["cases"] for c in case["checks"] if not c["ok"]]
+    capture = [c for case in data["cases"] for c in case["checks"] if c["name"].startswith("capture")]
+    assert capture and all(c["ok"] for c in capture)
+
+
+def test_missing_mono_is_a_clear_error(tmp_path):
+    r = live("--runtime", "mono", env={"CLRLAYOUT_MONO_LIB": str(tmp_path / "libmonosgen-2.0.so.1")})
+    assert r.returncode == 7
+    assert r.stderr.startswith("clrlayout: error:") and "apt-get install mono-runtime" in r.stderr
