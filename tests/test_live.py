@@ -131,3 +131,16 @@ def test_missing_mono_is_a_clear_error(tmp_path):
     r = live("--runtime", "mono", env={"CLRLAYOUT_MONO_LIB": str(tmp_path / "libmonosgen-2.0.so.1")})
     assert r.returncode == 7
     assert r.stderr.startswith("clrlayout: error:") and "apt-get install mono-runtime" in r.stderr
+
+
+def test_layout_command_matches_the_live_runtime(capsys):
+    from clrlayout.cli import main
+
+    code, data = report("--max-length", "40")
+    assert code == 0
+    assert main(["layout", "--format", "json", "--length", "0..40", "--runtime", "coreclr", "--arch", "x64",
+                 "--runtime-version", data["runtime"]["version"]]) == 0
+    table = {r["length"]: r for r in json.loads(capsys.readouterr().out)}
+    for n in range(41):
+        case = _case(data, f"length {n}")
+        assert (case["size"], case["aligned_size"]) == (table[n]["sos_size"], table[n]["aligned_size"])
