@@ -104,6 +104,10 @@ class Analysis:
             return iter(())
         return HeapWalker(self.dump.memory, self.mts, self.findings).iter_objects(self.heap.segments)
 
+    def iter_batches(self, decode: bool = True):
+        """Every System.String of the heap, in batches (numpy arrays over a character buffer)."""
+        return _batches(self, decode)
+
     def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
         """Every System.String of the heap, in address order within each segment."""
         string_mt = self.string_method_table()
@@ -119,6 +123,22 @@ class Analysis:
             length = space.read_u32(address + self.profile.string.length_offset)
             large = base + comp * length >= threshold  # the GC puts such objects on the LOH
             yield read_string(space, self.profile, address, large, self.findings, decode)
+
+
+BATCH = 65536
+
+
+def _batches(analysis: "Analysis", decode: bool):
+    from .batches import batch_from_objects
+
+    chunk = []
+    for s in analysis.iter_strings(decode=True):
+        chunk.append(s)
+        if len(chunk) >= BATCH:
+            yield batch_from_objects(analysis.profile, chunk)
+            chunk = []
+    if chunk:
+        yield batch_from_objects(analysis.profile, chunk)
 
 
 def open_analysis(path: str, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",

@@ -146,7 +146,7 @@ def info(file, fmt, mt, profile, heap, quiet):
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--type", "type_name", default="System.String", show_default=True, help="The type to list.")
-@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Stop after N objects.")
 @click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")
@@ -168,6 +168,12 @@ def dump(file, type_name, fmt, limit, layout, strict, min_length, max_length, co
         selected = make_filter(min_length, max_length, contains, regex, address_range)
         if fmt == "table" and not layout:
             out(text.dumpheap_header(ptr))
+        csv_out = None
+        if fmt == "csv":
+            import csv
+
+            csv_out = csv.writer(sys.stdout, lineterminator="\n")
+            csv_out.writerow(["address", "method_table", "size", "aligned_size", "length", "header", "value"])
         for s in a.iter_strings(decode=True):
             if limit is not None and count >= limit:
                 break
@@ -178,6 +184,9 @@ def dump(file, type_name, fmt, limit, layout, strict, min_length, max_length, co
             aligned += s.aligned_size
             if fmt == "jsonl":
                 out(jsonout.string_line(s))
+            elif csv_out is not None:
+                csv_out.writerow([f"{s.address:#x}", f"{s.method_table:#x}", s.size, s.aligned_size, s.length,
+                                  s.header, jsonout.csv_value(s.value)])
             elif layout:
                 _print_layout(a, s)
             else:
@@ -203,6 +212,45 @@ def _print_layout(a, s) -> None:
     for line in hexview.hex_dump(lay):
         out(line)
     out()
+
+
+# --- stats ------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--type", "type_name", default="System.String", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("--duplicates", is_flag=True, help="List values that occur more than once, by wasted bytes.")
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many duplicated values to list (0: all); totals always count all.")
+@filter_options
+@mt_option
+@profile_option
+@heap_option
+@quiet_option
+def stats(file, type_name, fmt, duplicates, top, min_length, max_length, contains, regex, address_range,
+          mt, profile, heap, quiet):
+    """Totals, where the bytes go, length histogram and largest strings; or exact duplicates and their waste."""
+    from .analysis import open_analysis
+    from .present import stats as present
+    from .stats import DuplicateCollector, StatsCollector
+
+    _type_check(type_name)
+    selected = make_filter(min_length, max_length, contains, regex, address_range)
+    with open_analysis(file, mt=mt, profile=profile, heap=heap) as a:
+        collector = StatsCollector(a.profile, top=10)
+        dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
+        for batch in a.iter_batches():
+            batch = selected.apply(batch)
+            collector.add(batch)
+            if dups is not None:
+                dups.add(batch)
+        result = collector.finish()
+        found = dups.finish() if dups is not None else None
+        for line in present.render(a, result, found, fmt, top):
+            out(line)
+        _report(a, quiet)
 
 
 # --- trim -------------------------------------------------------------------------------------------

@@ -37,6 +37,28 @@ class StringFilter:
             return False
         return True
 
+    def apply(self, batch):
+        """The strings of a batch that pass: shape tests vectorised, value tests per remaining string."""
+        if not self.active:
+            return batch
+        import numpy as np
+
+        mask = np.ones(len(batch), dtype=bool)
+        if self.min_length is not None:
+            mask &= batch.lengths >= self.min_length
+        if self.max_length is not None:
+            mask &= batch.lengths <= self.max_length
+        if self.address_range is not None:
+            lo, hi = self.address_range
+            mask &= (batch.addresses >= np.uint64(lo)) & (batch.addresses < np.uint64(hi))
+        if self.needs_value:
+            for i in np.flatnonzero(mask):
+                v = batch.value(int(i))
+                if (self.contains is not None and self.contains not in v) or \
+                        (self.regex is not None and not self.regex.search(v)):
+                    mask[i] = False
+        return batch.select(mask)
+
     def accepts(self, s: StringObject) -> bool:
         if not self.accepts_shape(s.address, s.length):
             return False

@@ -35,3 +35,8 @@ def string_record(s: StringObject) -> dict:
 
 def string_line(s: StringObject) -> str:
     return dumps(string_record(s))
+
+
+def csv_value(value: str) -> str:
+    """A value for CSV: lone surrogates as \\uXXXX escapes (CSV has no escape of its own for them)."""
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)

@@ -1,0 +1,104 @@
+"""``clrlayout stats``: the statistics as tables, JSON or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from .jsonout import csv_value, dumps
+from .text import display_value, table
+
+LABELS = {"object_headers": "object headers", "method_table_pointers": "MethodTable pointers",
+          "lock_words": "lock words (Mono)", "length_fields": "length fields", "field_gaps": "field gaps",
+          "characters": "characters", "terminators": "terminators",
+          "extra_bytes": "extra bytes counted in BaseSize", "alignment_padding": "alignment padding"}
+LOSSES = ("field_gaps", "extra_bytes", "alignment_padding")
+
+
+def _n(v: int) -> str:
+    return f"{v:,}"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+
+def render(a, result, duplicates, fmt: str, top: int) -> list[str]:
+    if fmt == "json":
+        data = result.as_dict()
+        data.update(runtime={"flavor": a.runtime.flavor, "version": a.runtime.version}, arch=a.dump.arch,
+                    profile=a.profile.name, exact=a.heap.exact)
+        if duplicates is not None:
+            found, total = duplicates
+            data["duplicates"] = [d.as_dict() for d in found[:top]] if top else [d.as_dict() for d in found]
+            data["duplicated_values"] = len(found)
+            data["total_wasted_bytes"] = total
+        return [dumps(data)]
+    if fmt == "csv":
+        return _csv(result, duplicates)
+    if duplicates is not None:
+        return duplicate_lines(duplicates, top, result)
+    return stats_lines(a, result)
+
+
+def stats_lines(a, r) -> list[str]:
+    how = "exact heap walk" if a.heap.exact else "checked scan"
+    lines = [f"System.String: {r.count:,} objects ({a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {how})",
+             f"  SOS size:        {r.total_size:,} bytes (BaseSize + 2 x length, summed)",
+             f"  on the heap:     {r.total_aligned_size:,} bytes (aligned)",
+             f"  characters:      {r.total_length:,} UTF-16 units", "", "Where the bytes go:"]
+    rows = [[LABELS[k], _n(v), _pct(v, r.total_aligned_size)] for k, v in r.breakdown.items() if v]
+    rows.append(["total", _n(r.total_aligned_size), "100.0%"])
+    lines += table(["PART", "BYTES", "%"], rows, "lrr", indent="  ")
+    losses = sum(r.breakdown[k] for k in LOSSES) + r.breakdown["object_headers"] - 4 * r.count \
+        if a.profile.object.header_size > 4 else sum(r.breakdown[k] for k in LOSSES)
+    lines.append(f"  space losses (header padding, gaps, extra bytes, alignment): {losses:,} bytes "
+                 f"({_pct(losses, r.total_aligned_size)})")
+    lines += ["", "Heaps:"]
+    lines += table(["HEAP", "COUNT", "BYTES"],
+                   [[k.upper(), _n(v["count"]), _n(v["aligned_bytes"])] for k, v in r.heaps.items()], "lrr", indent="  ")
+    lines += ["", "Lengths:"]
+    lines += table(["LENGTH", "COUNT", "BYTES"],
+                   [[_range(h), _n(h["count"]), _n(h["aligned_bytes"])] for h in r.histogram], "lrr", indent="  ")
+    lines += ["", "Largest:"]
+    lines += table(["ADDRESS", "LENGTH", "SIZE", "VALUE"],
+                   [[x["address"], _n(x["length"]), _n(x["size"]), display_value(x["value"], 60)] for x in r.largest],
+                   "lrrl", indent="  ")
+    return lines
+
+
+def _range(h) -> str:
+    return str(h["min_length"]) if h["min_length"] == h["max_length"] else f"{h['min_length']}-{h['max_length']}"
+
+
+def duplicate_lines(duplicates, top: int, r) -> list[str]:
+    found, total = duplicates
+    shown = found[:top] if top else found
+    copies = sum(d.count for d in found)
+    lines = table(["COUNT", "ALIGNED", "WASTED", "VALUE"],
+                  [[_n(d.count), _n(d.aligned_size), _n(d.wasted_bytes), display_value(d.value, 70)] for d in shown],
+                  "rrrl")
+    if len(shown) < len(found):
+        lines.append(f"... {len(found) - len(shown):,} more duplicated values (--top 0 lists all)")
+    lines.append(f"Total: {len(found):,} duplicated values in {copies:,} of {r.count:,} strings; "
+                 f"{total:,} bytes wasted ({_pct(total, r.total_aligned_size)} of {r.total_aligned_size:,})")
+    return lines
+
+
+def _csv(r, duplicates) -> list[str]:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if duplicates is not None:
+        w.writerow(["value", "count", "aligned_size", "wasted_bytes"])
+        for d in duplicates[0]:
+            w.writerow([csv_value(d.value), d.count, d.aligned_size, d.wasted_bytes])
+    else:
+        w.writerow(["table", "name", "count", "bytes"])
+        w.writerow(["total", "strings", r.count, r.total_aligned_size])
+        for k, v in r.breakdown.items():
+            w.writerow(["breakdown", k, "", v])
+        for k, v in r.heaps.items():
+            w.writerow(["heap", k, v["count"], v["aligned_bytes"]])
+        for h in r.histogram:
+            w.writerow(["histogram", _range(h), h["count"], h["aligned_bytes"]])
+    return buf.getvalue().rstrip("\n").split("\n")

@@ -1,0 +1,175 @@
+"""String statistics over batches: totals, where the bytes go, lengths, heaps, and exact duplicates.
+
+The space breakdown follows the profile's layout (JOL's "space losses" for a whole heap) and always adds
+up to the total aligned size: object headers, MethodTable pointers, lock words (Mono), length fields, field
+gaps, characters, terminators, the extra bytes BaseSize counts (.NET Framework x64), alignment padding.
+
+Duplicates are grouped by a 64-bit hash of the full value and confirmed by comparing the bytes, so the
+counts are exact; waste is ``(count - 1) * aligned_size`` (Visual Studio's and dotMemory's measure).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .batches import StringBatch
+from .profiles import Profile
+
+BREAKDOWN_KEYS = ["object_headers", "method_table_pointers", "lock_words", "length_fields", "field_gaps",
+                  "characters", "terminators", "extra_bytes", "alignment_padding"]
+
+
+def per_object_bytes(profile: Profile) -> dict[str, int]:
+    """Bytes of each fixed part of one string object (the characters and padding vary)."""
+    o, s, ptr = profile.object, profile.string, profile.pointer_size
+    lock = ptr if o.sync_pointer_offset is not None else 0
+    fixed_fields = ptr + lock + 4  # MethodTable/vtable, lock word, length
+    gaps = s.chars_offset - fixed_fields
+    return {"object_headers": o.header_size, "method_table_pointers": ptr, "lock_words": lock,
+            "length_fields": 4, "field_gaps": gaps, "terminators": s.terminator_size,
+            "extra_bytes": profile.string_extra_bytes}
+
+
+@dataclass
+class StringStats:
+    count: int = 0
+    total_size: int = 0
+    total_aligned_size: int = 0
+    total_length: int = 0
+    breakdown: dict = field(default_factory=dict)
+    histogram: list = field(default_factory=list)
+    largest: list = field(default_factory=list)
+    heaps: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"count": self.count, "total_size": self.total_size, "total_aligned_size": self.total_aligned_size,
+                "total_length": self.total_length, "breakdown": self.breakdown, "histogram": self.histogram,
+                "largest": self.largest, "heaps": self.heaps}
+
+
+class StatsCollector:
+    def __init__(self, profile: Profile, top: int = 10):
+        self.profile = profile
+        self.top = top
+        self.count = 0
+        self.size = 0
+        self.aligned = 0
+        self.length = 0
+        self.hist_count = np.zeros(64, dtype=np.int64)
+        self.hist_bytes = np.zeros(64, dtype=np.int64)
+        self.heaps = {"soh": [0, 0], "loh": [0, 0]}
+        self._largest: list = []  # heap of (size, address, length, preview)
+
+    def add(self, batch: StringBatch) -> None:
+        if not len(batch):
+            return
+        sizes = batch.sizes.astype(np.int64)
+        aligned = batch.aligned_sizes.astype(np.int64)
+        lengths = batch.lengths.astype(np.int64)
+        self.count += len(batch)
+        self.size += int(sizes.sum())
+        self.aligned += int(aligned.sum())
+        self.length += int(lengths.sum())
+        buckets = np.zeros(len(lengths), dtype=np.int64)
+        nz = lengths > 0
+        buckets[nz] = np.floor(np.log2(lengths[nz])).astype(np.int64) + 1  # 0 | 1 | 2-3 | 4-7 | ...
+        self.hist_count += np.bincount(buckets, minlength=64)[:64]
+        self.hist_bytes += np.bincount(buckets, weights=aligned, minlength=64)[:64].astype(np.int64)
+        for name, mask in (("loh", batch.large), ("soh", ~batch.large)):
+            self.heaps[name][0] += int(mask.sum())
+            self.heaps[name][1] += int(aligned[mask].sum())
+        k = min(self.top, len(batch))
+        for i in np.argpartition(-sizes, k - 1)[:k]:
+            item = (int(sizes[i]), -int(batch.addresses[i]), int(lengths[i]), batch.value(int(i))[:80])
+            if len(self._largest) < self.top:
+                heapq.heappush(self._largest, item)
+            elif item > self._largest[0]:
+                heapq.heapreplace(self._largest, item)
+
+    def finish(self) -> StringStats:
+        fixed = per_object_bytes(self.profile)
+        breakdown = {k: 0 for k in BREAKDOWN_KEYS}
+        for k, v in fixed.items():
+            breakdown[k] = v * self.count
+        breakdown["characters"] = 2 * self.length
+        breakdown["alignment_padding"] = self.aligned - self.size
+        assert sum(breakdown.values()) == self.aligned, "the breakdown must add up to the aligned total"
+        histogram = []
+        for b in range(64):
+            if self.hist_count[b]:
+                lo = 0 if b == 0 else 1 << (b - 1)
+                hi = 0 if b == 0 else (1 << b) - 1
+                histogram.append({"min_length": lo, "max_length": hi, "count": int(self.hist_count[b]),
+                                  "aligned_bytes": int(self.hist_bytes[b])})
+        largest = [{"address": f"{-a:#x}", "length": n, "size": s, "value": v}
+                   for s, a, n, v in sorted(self._largest, reverse=True)]
+        heaps = {k: {"count": c, "aligned_bytes": b} for k, (c, b) in self.heaps.items()}
+        return StringStats(self.count, self.size, self.aligned, self.length, breakdown, histogram, largest, heaps)
+
+
+# --- duplicates -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Duplicate:
+    value: str
+    count: int
+    aligned_size: int
+    wasted_bytes: int
+    length: int
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "count": self.count, "aligned_size": self.aligned_size,
+                "wasted_bytes": self.wasted_bytes, "length": self.length}
+
+
+class DuplicateCollector:
+    """Keeps (hash, length, address) per string, then groups equal values exactly."""
+
+    def __init__(self, profile: Profile, space):
+        self.profile = profile
+        self.space = space
+        self._hashes: list = []
+        self._lengths: list = []
+        self._addresses: list = []
+
+    def add(self, batch: StringBatch) -> None:
+        if len(batch):
+            self._hashes.append(batch.hashes())
+            self._lengths.append(batch.lengths.astype(np.int64))
+            self._addresses.append(batch.addresses.astype(np.uint64))
+
+    def _raw(self, address: int, length: int) -> bytes:
+        return self.space.read(address + self.profile.string.chars_offset, 2 * length)
+
+    def finish(self) -> tuple[list[Duplicate], int]:
+        """All duplicated values sorted by waste (largest first), and the total waste."""
+        if not self._hashes:
+            return [], 0
+        h = np.concatenate(self._hashes)
+        n = np.concatenate(self._lengths)
+        a = np.concatenate(self._addresses)
+        order = np.lexsort((a, n, h))
+        h, n, a = h[order], n[order], a[order]
+        same = (h[1:] == h[:-1]) & (n[1:] == n[:-1])
+        starts = np.flatnonzero(np.concatenate(([True], ~same)))
+        ends = np.concatenate((starts[1:], [len(h)]))
+        out = []
+        for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+            # confirm byte for byte: a hash collision splits into separate groups
+            groups: dict[bytes, int] = {}
+            length = int(n[s])
+            for i in range(s, e):
+                raw = self._raw(int(a[i]), length)
+                groups[raw] = groups.get(raw, 0) + 1
+            p = self.profile
+            aligned = p.string_aligned_size(length, p.string_size(length) >= p.object.large_object_threshold)
+            for raw, count in groups.items():
+                if count > 1:
+                    out.append(Duplicate(raw.decode("utf-16-le", "surrogatepass"), count, aligned,
+                                         (count - 1) * aligned, length))
+        out.sort(key=lambda d: (-d.wasted_bytes, -d.count, d.value))
+        return out, sum(d.wasted_bytes for d in out)

@@ -1,0 +1,107 @@
+"""clrlayout stats: totals equal the sum over dump --format jsonl, the breakdown adds up, duplicates are
+exact; expected numbers come from what the sample target allocated."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+
+from clrlayout.cli import main
+
+
+def _json(capsys, *args):
+    assert main([*map(str, args), "--format", "json", "-q"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _dumped(capsys, path, *filters):
+    assert main(["dump", str(path), "--format", "jsonl", "-q", *filters]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_totals_equal_the_sum_over_dump(capsys, sample):
+    rows = _dumped(capsys, sample.path)
+    st = _json(capsys, "stats", sample.path)
+    assert st["count"] == len(rows) == sample.entry["strings"]
+    assert st["total_size"] == sum(r["size"] for r in rows)
+    assert st["total_aligned_size"] == sum(r["aligned_size"] for r in rows)
+    assert st["total_length"] == sum(r["length"] for r in rows)
+    assert sum(st["breakdown"].values()) == st["total_aligned_size"]
+    assert st["breakdown"]["characters"] == 2 * st["total_length"]
+    assert st["breakdown"]["alignment_padding"] == st["total_aligned_size"] - st["total_size"]
+    ptr = sample.truth["pointer_size"]
+    assert st["breakdown"]["method_table_pointers"] == ptr * st["count"]
+    assert st["breakdown"]["object_headers"] == (8 if ptr == 8 else 4) * st["count"]
+    assert sum(h["count"] for h in st["histogram"]) == st["count"]
+    for h in st["histogram"]:
+        assert h["count"] == sum(1 for r in rows if h["min_length"] <= r["length"] <= h["max_length"])
+    # the 50,000-character string is on the large object heap
+    assert st["heaps"]["loh"]["count"] >= 1
+    assert st["largest"][0]["length"] == 50000
+    assert st["largest"][0]["address"] == sample.known("large")["address"]
+
+
+def test_duplicates_are_exact(capsys, sample):
+    rows = _dumped(capsys, sample.path)
+    st = _json(capsys, "stats", sample.path, "--duplicates", "--top", "0")
+    counts = Counter(r["value"] for r in rows)
+    aligned = {r["value"]: r["aligned_size"] for r in rows}
+    want = {v: c for v, c in counts.items() if c > 1}
+    got = {d["value"]: d for d in st["duplicates"]}
+    assert set(got) == set(want)
+    for v, d in got.items():
+        assert d["count"] == want[v]
+        assert d["aligned_size"] == aligned[v]
+        assert d["wasted_bytes"] == (want[v] - 1) * aligned[v]
+    assert st["total_wasted_bytes"] == sum((c - 1) * aligned[v] for v, c in want.items())
+    wasted = [d["wasted_bytes"] for d in st["duplicates"]]
+    assert wasted == sorted(wasted, reverse=True)
+    # what the target allocated: four copies and three copies, each plus the interned literal
+    names = [k["name"] for k in sample.truth["strings"]]
+    four = got["duplicate value seen four times"]
+    assert four["count"] == sum(n.startswith("dup4_") for n in names) + 1 == 5
+    ptr = sample.truth["pointer_size"]
+    base = 22 if ptr == 8 else 14
+    assert four["aligned_size"] == (base + 2 * 31 + ptr - 1) // ptr * ptr
+    assert got["dup x3"]["count"] == sum(n.startswith("dup3_") for n in names) + 1 == 4
+    # each DEAD-nnn string is unique
+    assert not [v for v in got if v.startswith("DEAD-")]
+
+
+def test_filters_apply_to_stats(capsys, sample):
+    st = _json(capsys, "stats", sample.path, "--regex", r"^DEAD-\d{3}$")
+    assert st["count"] == 100
+    assert st["total_size"] == 100 * ((22 if sample.truth["pointer_size"] == 8 else 14) + 16)
+    st = _json(capsys, "stats", sample.path, "--min-length", "1000")
+    assert st["count"] == len([r for r in _dumped(capsys, sample.path) if r["length"] >= 1000])
+
+
+def test_table_and_csv(capsys, sample):
+    assert main(["stats", str(sample.path), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "Where the bytes go:" in out and "alignment padding" in out and "Lengths:" in out
+    assert main(["stats", str(sample.path), "--duplicates", "--top", "3", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["COUNT", "ALIGNED", "WASTED", "VALUE"]
+    assert "duplicated values in" in out.splitlines()[-1]
+    assert main(["stats", str(sample.path), "--duplicates", "--format", "csv", "-q"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows and set(rows[0]) == {"value", "count", "aligned_size", "wasted_bytes"}
+    assert main(["stats", str(sample.path), "--format", "csv", "-q"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    total = next(r for r in rows if r["table"] == "total")
+    assert int(total["bytes"]) == sum(int(r["bytes"]) for r in rows if r["table"] == "breakdown")
+    assert main(["dump", str(sample.path), "--format", "csv", "-q", "--limit", "5"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 5 and rows[0]["address"].startswith("0x")
+
+
+def test_fx64_profile_counts_the_extra_bytes(capsys, sample):
+    """Read with the .NET Framework x64 profile (--profile), the extra 4 bytes show in the breakdown."""
+    if sample.truth["pointer_size"] != 8:
+        return
+    # the CoreCLR dump's strings do not have BaseSize 26: the profile must refuse them, not guess
+    code = main(["stats", str(sample.path), "--profile", "netfx-x64", "-q"])
+    assert code == 4 and "BaseSize 22" in capsys.readouterr().err
