@@ -5,8 +5,12 @@ This is the library's front door; the CLI commands are thin layers over it.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from typing import Iterator
+
+import numpy as np
 
 from .errors import HeapNotFound, TypeNotFound
 from .findings import Findings
@@ -104,35 +108,76 @@ class Analysis:
             return iter(())
         return HeapWalker(self.dump.memory, self.mts, self.findings).iter_objects(self.heap.segments)
 
-    def iter_batches(self, decode: bool = True):
-        """Every System.String of the heap, in batches (numpy arrays over a character buffer)."""
-        return _batches(self, decode)
+    def iter_batches(self, progress=None):
+        """Every System.String of the heap, in batches (numpy arrays over a character buffer), in heap order.
+
+        The exact heap is walked by the vectorised walker; ``progress(bytes)`` is called as it goes."""
+        if not self.heap.exact:
+            yield from _scan_batches(self)
+            return
+        if os.environ.get("CLRLAYOUT_WALKER") == "reference":  # the per-object walker (benchmarks, checks)
+            yield from _reference_batches(self)
+            return
+        from .batches import batch_from_window
+        from .fastwalk import FastWalker
+        from .findings import FindingKind
+
+        string_mt = self.string_method_table()
+        walker = FastWalker(self.dump.memory, self.mts, self.findings, progress)
+        for win in walker.iter_windows(self.heap.segments):
+            for batch in batch_from_window(win, string_mt, self.profile, self.dump.memory):
+                if batch.terminated is not None and not batch.terminated.all():
+                    for i in np.flatnonzero(~batch.terminated):
+                        self.findings.add(FindingKind.STRING_NOT_TERMINATED, int(batch.addresses[i]),
+                                          f"no zero terminator after {int(batch.lengths[i])} characters")
+                if batch.header_padding is not None and batch.header_padding.any():
+                    for i in np.flatnonzero(batch.header_padding):
+                        self.findings.add(FindingKind.STRING_BAD_HEADER_PADDING, int(batch.addresses[i]),
+                                          f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
+                yield batch
 
     def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
         """Every System.String of the heap, in address order within each segment."""
+        for batch in self.iter_batches():
+            yield from batch.objects(decode)
+
+    def _iter_scanned_strings(self) -> Iterator[StringObject]:
         string_mt = self.string_method_table()
         space = self.dump.memory
-        if self.heap.exact:
-            for obj in self.iter_objects():
-                if obj.method_table.address == string_mt:
-                    yield read_string(space, self.profile, obj.address, obj.segment.large, self.findings, decode)
-            return
         threshold = self.profile.object.large_object_threshold
         base, comp = self.profile.string.base_size, self.profile.string.component_size
         for address in iter_string_addresses(self.dump, self.mts, string_mt, self.findings):
             length = space.read_u32(address + self.profile.string.length_offset)
             large = base + comp * length >= threshold  # the GC puts such objects on the LOH
-            yield read_string(space, self.profile, address, large, self.findings, decode)
+            yield read_string(space, self.profile, address, large, self.findings, True)
 
 
 BATCH = 65536
 
 
-def _batches(analysis: "Analysis", decode: bool):
+def _reference_batches(analysis: "Analysis"):
+    """Batches from the per-object reference walker (heap.py) instead of the vectorised one."""
+    from .batches import batch_from_objects
+
+    string_mt = analysis.string_method_table()
+    chunk = []
+    for obj in analysis.iter_objects():
+        if obj.method_table.address == string_mt:
+            chunk.append(read_string(analysis.dump.memory, analysis.profile, obj.address, obj.segment.large,
+                                     analysis.findings))
+            if len(chunk) >= BATCH:
+                yield batch_from_objects(analysis.profile, chunk)
+                chunk = []
+    if chunk:
+        yield batch_from_objects(analysis.profile, chunk)
+
+
+def _scan_batches(analysis: "Analysis"):
+    """Batches from the checked object scan (per object: the scan is the slow path anyway)."""
     from .batches import batch_from_objects
 
     chunk = []
-    for s in analysis.iter_strings(decode=True):
+    for s in analysis._iter_scanned_strings():
         chunk.append(s)
         if len(chunk) >= BATCH:
             yield batch_from_objects(analysis.profile, chunk)

@@ -59,15 +59,20 @@ class StringBatch:
                            self.headers[mask], self.large[mask], self.data, self.char_offsets[mask],
                            pick(self.header_padding), pick(self.terminated))
 
+    def object(self, i: int, decode: bool = True) -> StringObject:
+        size = int(self.profile.string.base_size + self.profile.string.component_size * int(self.lengths[i]))
+        o = self.profile.object
+        large = bool(self.large[i])
+        a = (o.large_object_alignment if large else o.alignment) - 1
+        return StringObject(int(self.addresses[i]), self.method_table, int(self.lengths[i]), size,
+                            max((size + a) & ~a, o.min_object_size), int(self.headers[i]),
+                            self.value(i) if decode else None, large,
+                            True if self.terminated is None else bool(self.terminated[i]),
+                            0 if self.header_padding is None else int(self.header_padding[i]))
+
     def objects(self, decode: bool = True) -> Iterator[StringObject]:
-        sizes, aligned = self.sizes, self.aligned_sizes
-        pad = self.header_padding
-        term = self.terminated
-        mt = self.method_table
         for i in range(len(self)):
-            yield StringObject(int(self.addresses[i]), mt, int(self.lengths[i]), int(sizes[i]), int(aligned[i]),
-                               int(self.headers[i]), self.value(i) if decode else None, bool(self.large[i]),
-                               True if term is None else bool(term[i]), 0 if pad is None else int(pad[i]))
+            yield self.object(i, decode)
 
     def hashes(self) -> np.ndarray:
         """A 64-bit polynomial hash of each string's UTF-16 units (and length), computed for the whole
@@ -111,3 +116,35 @@ def batch_from_objects(profile: Profile, objects: Iterable[StringObject]) -> Str
         np.array([o.header_padding for o in objs], dtype=np.uint64),
         np.array([o.terminated for o in objs], dtype=bool),
     )
+
+
+def batch_from_window(win, string_mt: int, profile: Profile, space) -> list[StringBatch]:
+    """The strings of a fast-walk window: one batch over the window's own buffer, plus one for a string
+    whose characters run past the buffer (read on its own)."""
+    sel = win.method_tables == np.uint64(string_mt)
+    if not sel.any():
+        return []
+    offs = win.offsets[sel]
+    lengths = win.counts[sel]
+    data = win.data
+    o = profile.object
+    s = profile.string
+    chars = offs + s.chars_offset
+    ends = chars + 2 * lengths + s.terminator_size
+    u32 = np.frombuffer(data, dtype="<u4", count=len(data) // 4)
+    inside = ends <= len(data)
+    out = []
+    if inside.any():
+        io, ic, il = offs[inside], chars[inside], lengths[inside]
+        headers = u32[(io + o.sync_block_offset) // 4].astype(np.uint64) if o.header_size else np.zeros(len(io), np.uint64)
+        pad = u32[(io - o.header_size) // 4].astype(np.uint64) if o.header_size == 8 else None
+        u16 = np.frombuffer(data, dtype="<u2", count=len(data) // 2)
+        terminated = u16[(ic + 2 * il) // 2] == 0
+        out.append(StringBatch(profile, string_mt, (win.base + io).astype(np.uint64), il.astype(np.int64), headers,
+                               np.full(len(io), win.segment.large), data, ic.astype(np.int64), pad, terminated))
+    if (~inside).any():
+        from .strings import read_string
+
+        objs = [read_string(space, profile, int(win.base + x), win.segment.large) for x in offs[~inside]]
+        out.append(batch_from_objects(profile, objs))
+    return out

@@ -12,6 +12,7 @@ import re
 import sys
 
 import click
+import numpy as np
 
 from . import __version__
 from .errors import ClrLayoutError, ExitCode, FindingsError, UnsupportedType
@@ -174,26 +175,42 @@ def dump(file, type_name, fmt, limit, layout, strict, min_length, max_length, co
 
             csv_out = csv.writer(sys.stdout, lineterminator="\n")
             csv_out.writerow(["address", "method_table", "size", "aligned_size", "length", "header", "value"])
-        for s in a.iter_strings(decode=True):
-            if limit is not None and count >= limit:
-                break
-            if not selected.accepts(s):
+        stdout = sys.stdout.buffer
+        progress = _progress(a, enabled=fmt == "table")
+        for batch in a.iter_batches(progress.advance):
+            progress.found(len(batch))
+            batch = selected.apply(batch)
+            if limit is not None and count + len(batch) > limit:
+                batch = batch.select(np.arange(len(batch)) < limit - count)
+            if not len(batch):
+                if limit is not None and count >= limit:
+                    break
                 continue
-            count += 1
-            size += s.size
-            aligned += s.aligned_size
+            count += len(batch)
+            size += int(batch.sizes.sum())
+            aligned += int(batch.aligned_sizes.sum())
             if fmt == "jsonl":
-                out(jsonout.string_line(s))
-            elif csv_out is not None:
-                csv_out.writerow([f"{s.address:#x}", f"{s.method_table:#x}", s.size, s.aligned_size, s.length,
-                                  s.header, jsonout.csv_value(s.value)])
-            elif layout:
-                _print_layout(a, s)
-            else:
-                out(text.dumpheap_line(s, ptr))
+                sys.stdout.flush()
+                stdout.write(jsonout.batch_lines(batch))
+                continue
+            for s in batch.objects():
+                if csv_out is not None:
+                    csv_out.writerow([f"{s.address:#x}", f"{s.method_table:#x}", s.size, s.aligned_size, s.length,
+                                      s.header, jsonout.csv_value(s.value)])
+                elif layout:
+                    _print_layout(a, s)
+                else:
+                    out(text.dumpheap_line(s, ptr))
+        progress.close()
         if fmt == "table":
             out(text.total_line(count, size, aligned))
         _report(a, quiet, strict)
+
+
+def _progress(a, enabled: bool):
+    from .present.progress import ScanProgress
+
+    return ScanProgress(sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes, enabled)
 
 
 def _print_layout(a, s) -> None:
@@ -241,11 +258,13 @@ def stats(file, type_name, fmt, duplicates, top, min_length, max_length, contain
     with open_analysis(file, mt=mt, profile=profile, heap=heap) as a:
         collector = StatsCollector(a.profile, top=10)
         dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
-        for batch in a.iter_batches():
-            batch = selected.apply(batch)
-            collector.add(batch)
-            if dups is not None:
-                dups.add(batch)
+        with _progress(a, enabled=fmt == "table") as progress:
+            for batch in a.iter_batches(progress.advance):
+                progress.found(len(batch))
+                batch = selected.apply(batch)
+                collector.add(batch)
+                if dups is not None:
+                    dups.add(batch)
         result = collector.finish()
         found = dups.finish() if dups is not None else None
         for line in present.render(a, result, found, fmt, top):
@@ -389,5 +408,11 @@ def main(argv=None) -> int:
 
 
 def entry_point() -> None:
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # `clrlayout ... | head`: the reader left; not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(code)
 

@@ -51,6 +51,8 @@ class MethodTables:
         self._cache: dict[int, MethodTable | None] = {}
         self.string_mt: int | None = None
         self.free_mt: int | None = None
+        #: how many valid MethodTables are known (changes only when one is learned)
+        self.valid_count = 0
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -77,6 +79,7 @@ class MethodTables:
         with self.space.paused_recording():  # a failed probe reads nothing a result depends on
             mt = self._validate(address)
         if mt is not None:
+            self.valid_count += 1
             size = self.profile.method_table.size
             self.space.note(address, size)
             if mt.parent and self.space.is_mapped(mt.parent, size):

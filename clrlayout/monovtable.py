@@ -42,6 +42,10 @@ class MonoVTables:
             return MethodTable(address, 0, s.base_size, s.component_size, 0, 0, 0, 0, "string")
         return MethodTable(address, 0, 0, 0, 0, 0, 0, 0, "class")  # size unknown
 
+    @property
+    def valid_count(self) -> int:
+        return sum(self._plausible.values())
+
     def known(self) -> dict:
         return {a: mt for a in self._plausible if (mt := self.get(a)) is not None and mt.base_size}
 

@@ -1,0 +1,255 @@
+"""The heap walk, vectorised: the same objects as :class:`~clrlayout.heap.HeapWalker`, at numpy speed.
+
+A walk is a chain (``next = o + Align(size(o))``) and cannot be computed in parallel directly.  But almost
+every object starts with a MethodTable the walk has already seen.  So for a window of memory:
+
+1. every word that is a known MethodTable is a *candidate* object start (a range test, then an exact
+   ``searchsorted`` membership test);
+2. each candidate's aligned size, and so its successor, is computed at once;
+3. the chain is followed a *run* at a time: consecutive candidates whose successor is the next candidate
+   are accepted together, and Python only steps in at the breaks -- a successor that is a later candidate
+   (a MethodTable value held as data inside an object), a zeroed gap, a MethodTable not seen before
+   (validated, learned, and the window recomputed), a bad object (a finding, then a resync), or the end of
+   the window.
+
+Memory is read one window at a time (``scan_window``), so the memory used stays bounded whatever the dump's
+size.  The reference walker (``heap.py``) stays the specification; tests compare the two object by object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .addrspace import AddressSpace
+from .findings import FindingKind, Findings
+from .gcheap import Segment
+from .methodtable import MethodTables
+
+TAIL = 64  # bytes read past a window, so that the last object's fixed fields are in the buffer
+
+
+@dataclass
+class WindowObjects:
+    """The objects of one window: their offsets in ``data`` (which starts at address ``base``)."""
+
+    base: int
+    data: bytes
+    offsets: np.ndarray  # int64, object pointer - base
+    method_tables: np.ndarray  # uint64
+    counts: np.ndarray  # int64, NumComponents (0 for types without components)
+    aligned: np.ndarray  # int64, aligned sizes
+    segment: Segment
+
+
+class _Table:
+    """The known MethodTables as sorted arrays (rebuilt when the walk learns one)."""
+
+    def __init__(self, mts: MethodTables):
+        known = {a: mt for a, mt in mts.known().items()}
+        self.addresses = np.array(sorted(known), dtype=np.uint64)
+        self.base = np.array([known[a].base_size for a in sorted(known)], dtype=np.int64)
+        self.comp = np.array([known[a].component_size for a in sorted(known)], dtype=np.int64)
+        self.size = len(known)
+        self.lo = int(self.addresses[0]) if self.size else 1
+        self.hi = int(self.addresses[-1]) if self.size else 0
+
+
+class FastWalker:
+    def __init__(self, space: AddressSpace, mts: MethodTables, findings: Findings | None = None,
+                 progress: Callable[[int], None] | None = None):
+        self.space = space
+        self.mts = mts
+        self.profile = mts.profile
+        self.findings = findings if findings is not None else Findings(space.limits.max_findings)
+        self.progress = progress
+        ptr = space.pointer_size
+        e = "<" if space.little_endian else ">"
+        self.word = np.dtype(e + ("u8" if ptr == 8 else "u4"))
+        self.u32 = np.dtype(e + "u4")
+        self._table: _Table | None = None
+        self._table_size = -1
+
+    def table(self) -> _Table:
+        if self._table is None or self._table_size != self.mts.valid_count:
+            self._table = _Table(self.mts)
+            self._table_size = self.mts.valid_count
+        return self._table
+
+    # --- public ----------------------------------------------------------------------------------
+
+    def iter_windows(self, segments) -> Iterator[WindowObjects]:
+        for seg in segments:
+            yield from self.iter_segment(seg)
+
+    def iter_segment(self, seg: Segment) -> Iterator[WindowObjects]:
+        p = self.profile
+        hs = p.object.header_size
+        ptr = p.pointer_size
+        window = self.space.limits.scan_window
+        pos = seg.start
+        while pos is not None and pos < seg.end:
+            base = pos - hs
+            want = min(seg.end, pos + window) + TAIL - base
+            data = self.space.read_available(base, want)
+            if len(data) < min(hs + 2 * ptr, seg.end - base):
+                pos = self._missing(pos, seg)
+                continue
+            result, pos = self._window(seg, base, data, pos, min(seg.end, pos + window))
+            if self.progress is not None:
+                self.progress(min(pos if pos is not None else seg.end, seg.end) - (base + hs))
+            if result is not None and len(result.offsets):
+                yield result
+
+    # --- one window ------------------------------------------------------------------------------
+
+    def _window(self, seg: Segment, base: int, data: bytes, pos: int, limit: int):
+        """Objects starting in [pos, limit); returns them and where the walk goes on (None: segment done)."""
+        p = self.profile
+        ptr = p.pointer_size
+        align = (p.object.large_object_alignment if seg.large else p.object.alignment) - 1
+        min_size = p.object.min_object_size
+        unmask = ~p.object.method_table_unmask & ((1 << (8 * ptr)) - 1)
+        seg_end = seg.end - base
+        stop = limit - base
+        usable = len(data) - len(data) % ptr
+        words = np.frombuffer(data, dtype=self.word, count=usable // ptr)
+        u32 = np.frombuffer(data, dtype=self.u32, count=len(data) // 4)
+        shift = (base % ptr)  # base is aligned whenever objects are (they are pointer-aligned)
+        if shift:
+            raise ValueError("unaligned window")
+        # the chain so far, as slices of the candidate arrays (indices would go stale when a newly learned
+        # MethodTable makes the arrays be recomputed)
+        parts: list[tuple] = []
+
+        def take(a: int, b: int) -> None:
+            parts.append((offs[a : b + 1], mtv[a : b + 1], counts[a : b + 1], aligned[a : b + 1]))
+
+        wtype = words.dtype.type
+        gc_bits = p.object.method_table_unmask
+
+        little = words.dtype.byteorder in ("<", "=") and np.little_endian or words.dtype.byteorder == "<"
+
+        def candidates(start: int = 0):
+            """Candidate arrays for the words from byte offset ``start`` on."""
+            t = self.table()
+            first = start // ptr
+            view = words[first:]
+            if not t.size:
+                idx = np.zeros(0, dtype=np.int64)
+            elif ptr == 8 and little and (t.lo >> 32) == ((t.hi + gc_bits) >> 32):
+                # all MethodTables share their upper half (one loader-heap region): compare 32-bit halves
+                high = np.frombuffer(data, dtype=self.u32, count=2 * len(words))[2 * first + 1 :: 2]
+                idx = np.flatnonzero(high == np.uint32(t.lo >> 32))
+                low = view[idx] & wtype(0xFFFFFFFF)
+                idx = idx[(low >= wtype(t.lo & 0xFFFFFFFF)) & (low <= wtype((t.hi + gc_bits) & 0xFFFFFFFF))]
+            else:
+                # words in [lo, hi + GC bits]: one subtraction and one unsigned comparison
+                idx = np.flatnonzero((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
+            idx = idx + first
+            m = words[idx] & wtype(unmask)
+            m = words[idx] & wtype(unmask)
+            k = np.minimum(np.searchsorted(t.addresses, m), max(t.size - 1, 0))
+            ok = t.addresses[k] == m if t.size else np.zeros(len(idx), dtype=bool)
+            idx, k = idx[ok], k[ok]
+            offs = idx.astype(np.int64) * ptr
+            lpos = (offs + ptr) // 4
+            has_len = lpos < len(u32)
+            comp = t.comp[k]
+            counts = np.zeros(len(offs), dtype=np.int64)
+            counts[has_len] = u32[lpos[has_len]]
+            counts = np.where(comp > 0, counts, 0)
+            size = t.base[k] + comp * counts
+            aligned = np.maximum((size + align) & ~align, min_size)
+            nxt = offs + aligned
+            # a run continues while each object ends where the next candidate starts
+            consecutive = np.zeros(len(offs), dtype=bool)
+            consecutive[:-1] = nxt[:-1] == offs[1:]
+            breaks = np.flatnonzero(~consecutive)
+            return offs, t.addresses[k], counts, aligned, nxt, breaks
+
+        offs, mtv, counts, aligned, nxt, breaks = candidates()
+        cur = pos - base
+        end_of_walk = False
+        while cur < stop:
+            i = int(np.searchsorted(offs, cur))
+            if i < len(offs) and offs[i] == cur:
+                b = int(breaks[np.searchsorted(breaks, i)])  # the last index has no successor: always a break
+                # objects must end inside the segment
+                over = np.flatnonzero(nxt[i : b + 1] > seg_end)
+                if len(over):
+                    j = i + int(over[0])
+                    if j > i:
+                        take(i, j - 1)
+                    self.findings.add(FindingKind.OBJECT_PAST_SEGMENT_END, base + int(offs[j]),
+                                      f"object of {int(aligned[j]):,} bytes runs past the segment end {seg.end:#x}")
+                    end_of_walk = True
+                    break
+                cut = int(np.searchsorted(offs, stop, side="left"))
+                if b >= cut:  # the run goes past this window: keep the part that starts in it
+                    if cut > i:
+                        take(i, cut - 1)
+                    cur = int(offs[cut]) if cut < len(offs) else int(nxt[b])
+                    break
+                take(i, b)
+                cur = int(nxt[b])
+                continue
+            # not a known object start: a gap, a new MethodTable, or a bad object
+            if cur + ptr > len(data) - (len(data) % ptr):
+                break  # past the buffer: the next window starts here
+            raw = int(words[cur // ptr])
+            if raw:
+                mt = self.mts.get(raw & unmask)
+                if mt is not None:  # a valid MethodTable not seen before: learn it, recompute from here
+                    offs, mtv, counts, aligned, nxt, breaks = candidates(cur)
+                    continue
+                self.findings.add(FindingKind.BAD_METHOD_TABLE, base + cur, f"{raw:#x} is not a valid MethodTable")
+            nxt_cur = self._resync_in(words, cur + ptr, stop, offs, unmask)
+            if nxt_cur is None:
+                # nothing more in this window: look further in the segment
+                found = self._resync_beyond(base + max(cur + ptr, stop), seg)
+                cur = None if found is None else found - base
+                break
+            if self.mts.valid_count != self._table_size:
+                offs, mtv, counts, aligned, nxt, breaks = candidates(nxt_cur)
+            cur = nxt_cur
+
+        next_pos = None if (end_of_walk or cur is None) else base + cur
+        if next_pos is not None and next_pos >= seg.end:
+            next_pos = None
+        if not parts:
+            return None, next_pos
+        cat = [np.concatenate([x[n] for x in parts]) for n in range(4)]
+        return WindowObjects(base, data, *cat, seg), next_pos
+
+    def _resync_in(self, words: np.ndarray, start: int, stop: int, offs: np.ndarray, unmask: int) -> int | None:
+        """Like HeapWalker._resync inside the buffer: the first aligned word >= start that is a valid
+        MethodTable (known ones are candidates; other non-zero words before the next candidate are checked)."""
+        ptr = self.profile.pointer_size
+        start += (-start) % ptr
+        i = int(np.searchsorted(offs, start))
+        limit = int(offs[i]) if i < len(offs) else min(stop, len(words) * ptr)
+        seg = words[start // ptr : limit // ptr]
+        for j in np.flatnonzero(seg):
+            if self.mts.get(int(seg[j]) & unmask) is not None:
+                return start + int(j) * ptr
+        if i < len(offs):
+            return int(offs[i])
+        return None
+
+    def _resync_beyond(self, address: int, seg: Segment) -> int | None:
+        from .heap import HeapWalker
+
+        return HeapWalker(self.space, self.mts, self.findings)._resync(address, seg.end, seg)
+
+    def _missing(self, pos: int, seg: Segment) -> int | None:
+        from .heap import HeapWalker
+
+        w = HeapWalker(self.space, self.mts, self.findings)
+        nxt = w._next_mapped(pos, seg.end)
+        self.findings.add(FindingKind.MEMORY_MISSING, pos, f"heap memory {pos:#x}-{(nxt or seg.end):#x} is not in the dump")
+        if nxt is None:
+            return None
+        return w._resync(nxt, seg.end, seg)

@@ -1,0 +1,102 @@
+"""The vectorised walker against the reference walker: the same objects, in the same order, with the same
+findings, whatever MethodTables are known when it starts and whatever the window size."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from synth import SynthHeap, string_span
+from test_synthetic import PROFILES
+
+from clrlayout.analysis import open_analysis
+from clrlayout.fastwalk import FastWalker
+from clrlayout.findings import Findings
+from clrlayout.heap import HeapWalker
+from clrlayout.limits import DEFAULT_LIMITS
+from clrlayout.methodtable import MethodTables
+from clrlayout.profiles import select_profile
+
+
+def fast_objects(space, mts, segments, findings=None):
+    return [(int(w.base + o), int(m), int(a)) for w in FastWalker(space, mts, findings).iter_windows(segments)
+            for o, m, a in zip(w.offsets, w.method_tables, w.aligned)]
+
+
+def ref_objects(space, mts, segments, findings=None):
+    return [(o.address, o.method_table.address, o.aligned_size)
+            for o in HeapWalker(space, mts, findings).iter_objects(segments)]
+
+
+@pytest.mark.parametrize("window", [4096, 1 << 16, 1 << 24])
+@pytest.mark.parametrize("state", ["fresh", "string-mt-known", "all-known"])
+def test_same_objects_as_the_reference(sample, window, state):
+    limits = dataclasses.replace(DEFAULT_LIMITS, scan_window=window)
+    with open_analysis(str(sample.path), limits=limits) as ref:
+        want = ref_objects(ref.dump.memory, ref.mts, ref.heap.segments)
+    with open_analysis(str(sample.path), limits=limits) as a:
+        if state != "fresh":
+            a.string_method_table()
+        if state == "all-known":
+            ref_objects(a.dump.memory, a.mts, a.heap.segments)
+        assert fast_objects(a.dump.memory, a.mts, a.heap.segments) == want
+
+
+@pytest.fixture(params=PROFILES, ids=lambda t: "-".join(t))
+def profile(request):
+    return select_profile(*request.param)
+
+
+def _compare(h: SynthHeap, window: int = 4096):
+    space = h.space()
+    space.limits = dataclasses.replace(DEFAULT_LIMITS, scan_window=window)
+    f1, f2 = Findings(), Findings()
+    ref = ref_objects(space, MethodTables(space, h.profile), [h.segment()], f1)
+    fast = fast_objects(space, MethodTables(space, h.profile), [h.segment()], f2)
+    assert fast == ref
+    assert [(f.kind, f.address) for f in f2] == [(f.kind, f.address) for f in f1]
+    return ref, f1
+
+
+def test_gaps_free_objects_and_look_alikes(profile):
+    h = SynthHeap(profile)
+    for i in range(300):
+        h.add_string("s" * (i % 37))
+        if i % 50 == 7:
+            h.add_gap(64)
+        if i % 60 == 3:
+            h.add_free(96)
+        if i % 45 == 1:
+            a = h.add_object()  # an object holding the String MethodTable as data
+            at = a - h.heap_base + profile.pointer_size
+            h.heap[at : at + profile.pointer_size] = h.string_mt.to_bytes(profile.pointer_size, "little")
+    objs, findings = _compare(h)
+    assert len(objs) > 300 and findings.count == 0
+
+
+def test_bad_objects_and_past_the_end(profile):
+    h = SynthHeap(profile)
+    h.add_string("before")
+    h.add_object(mt=0x0000_0BAD_0000_0000 if profile.pointer_size == 8 else 0x0BAD0000)
+    for i in range(20):
+        h.add_string("after" * i)
+    broken = h.add_string("x" * 40)
+    at = broken - h.heap_base + profile.string.length_offset
+    h.heap[at : at + 4] = (10_000).to_bytes(4, "little")
+    objs, findings = _compare(h)
+    assert [f.kind.slug for f in findings] == ["bad-method-table", "object-past-segment-end"]
+
+
+def test_stale_strings_inside_free_objects(profile):
+    h = SynthHeap(profile)
+    h.add_string("live")
+    free_at = h.cursor
+    stale = string_span(profile, "stale", h.string_mt)
+    h.add_free(profile.align(3 * profile.pointer_size + 4 * len(stale)))
+    inner = free_at - h.heap_base + 3 * profile.pointer_size
+    for k in range(3):
+        h.heap[inner + k * len(stale) : inner + (k + 1) * len(stale)] = stale
+    h.add_string("live 2")
+    objs, _ = _compare(h, window=64)
+    assert len(objs) == 3
