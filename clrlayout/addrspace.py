@@ -232,7 +232,7 @@ class AddressSpace:
 
         Scans use this; with ``record`` False their reads are not logged for ``trim``.
         """
-        window = window or self.limits.scan_window
+        window = window or self.limits.window
         i = max(bisect.bisect_right(self._starts, start) - 1, 0)
         while i < len(self._regions):
             r = self._regions[i]

@@ -23,7 +23,7 @@ from .objscan import iter_string_addresses, learn_string_method_table
 from .profiles import Profile, load_profile
 from .readers import Dump, open_dump
 from .runtime import RuntimeInfo, detect_runtime, profile_for
-from .strings import StringObject, read_string
+from .strings import StringObject, read_string, read_strings
 
 STRING_TYPE = "System.String"
 
@@ -125,7 +125,7 @@ class Analysis:
         string_mt = self.string_method_table()
         walker = FastWalker(self.dump.memory, self.mts, self.findings, progress)
         for win in walker.iter_windows(self.heap.segments):
-            for batch in batch_from_window(win, string_mt, self.profile, self.dump.memory):
+            for batch in batch_from_window(win, string_mt, self.profile, self.dump.memory, self.findings):
                 if batch.terminated is not None and not batch.terminated.all():
                     for i in np.flatnonzero(~batch.terminated):
                         self.findings.add(FindingKind.STRING_NOT_TERMINATED, int(batch.addresses[i]),
@@ -141,15 +141,6 @@ class Analysis:
         for batch in self.iter_batches():
             yield from batch.objects(decode)
 
-    def _iter_scanned_strings(self) -> Iterator[StringObject]:
-        string_mt = self.string_method_table()
-        space = self.dump.memory
-        threshold = self.profile.object.large_object_threshold
-        base, comp = self.profile.string.base_size, self.profile.string.component_size
-        for address in iter_string_addresses(self.dump, self.mts, string_mt, self.findings):
-            length = space.read_u32(address + self.profile.string.length_offset)
-            large = base + comp * length >= threshold  # the GC puts such objects on the LOH
-            yield read_string(space, self.profile, address, large, self.findings, True)
 
 
 BATCH = 65536
@@ -163,8 +154,8 @@ def _reference_batches(analysis: "Analysis"):
     chunk = []
     for obj in analysis.iter_objects():
         if obj.method_table.address == string_mt:
-            chunk.append(read_string(analysis.dump.memory, analysis.profile, obj.address, obj.segment.large,
-                                     analysis.findings))
+            chunk += read_strings(analysis.dump.memory, analysis.profile, [obj.address], obj.segment.large,
+                                  analysis.findings)
             if len(chunk) >= BATCH:
                 yield batch_from_objects(analysis.profile, chunk)
                 chunk = []
@@ -173,27 +164,56 @@ def _reference_batches(analysis: "Analysis"):
 
 
 def _scan_batches(analysis: "Analysis"):
-    """Batches from the checked object scan (per object: the scan is the slow path anyway)."""
-    from .batches import batch_from_objects
+    """Batches from the checked object scan (one read per string, fields decoded per batch)."""
+    from .batches import batch_from_addresses
+    from .findings import FindingKind
+
+    string_mt = analysis.string_method_table()
+    space = analysis.dump.memory
+    profile = analysis.profile
+    threshold = profile.object.large_object_threshold
+    base, comp = profile.string.base_size, profile.string.component_size
+
+    def large(address: int) -> bool:  # the GC puts objects of at least the threshold on the LOH
+        length = space.try_read_u32(address + profile.string.length_offset) or 0
+        return base + comp * length >= threshold
 
     chunk = []
-    for s in analysis._iter_scanned_strings():
-        chunk.append(s)
+
+    def flush():
+        batch = batch_from_addresses(space, profile, string_mt, chunk, large, analysis.findings)
+        if batch is not None:
+            for i in np.flatnonzero(~batch.terminated):
+                analysis.findings.add(FindingKind.STRING_NOT_TERMINATED, int(batch.addresses[i]),
+                                      f"no zero terminator after {int(batch.lengths[i])} characters")
+            if batch.header_padding is not None:
+                for i in np.flatnonzero(batch.header_padding):
+                    analysis.findings.add(FindingKind.STRING_BAD_HEADER_PADDING, int(batch.addresses[i]),
+                                          f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
+        return batch
+
+    for address in iter_string_addresses(analysis.dump, analysis.mts, string_mt, analysis.findings):
+        chunk.append(address)
         if len(chunk) >= BATCH:
-            yield batch_from_objects(analysis.profile, chunk)
+            batch = flush()
             chunk = []
+            if batch is not None:
+                yield batch
     if chunk:
-        yield batch_from_objects(analysis.profile, chunk)
+        batch = flush()
+        if batch is not None:
+            yield batch
 
 
-def open_analysis(path: str, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",
+def open_analysis(path, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",
                   limits: Limits = DEFAULT_LIMITS) -> Analysis:
     """Open a dump and find its runtime, profile and GC heap.
 
     ``heap``: "auto" walks the heap exactly when its bounds are found and scans otherwise; "scan" always
     uses the checked object scan; "walk" fails unless the exact walk is possible.
     """
-    dump = open_dump(path, limits)
+    dump = path if isinstance(path, Dump) else open_dump(path, limits)
+    path = dump.path
     try:
         warnings = list(dump.warnings)
         runtime = detect_runtime(dump)

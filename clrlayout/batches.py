@@ -118,7 +118,7 @@ def batch_from_objects(profile: Profile, objects: Iterable[StringObject]) -> Str
     )
 
 
-def batch_from_window(win, string_mt: int, profile: Profile, space) -> list[StringBatch]:
+def batch_from_window(win, string_mt: int, profile: Profile, space, findings=None) -> list[StringBatch]:
     """The strings of a fast-walk window: one batch over the window's own buffer, plus one for a string
     whose characters run past the buffer (read on its own)."""
     sel = win.method_tables == np.uint64(string_mt)
@@ -143,8 +143,63 @@ def batch_from_window(win, string_mt: int, profile: Profile, space) -> list[Stri
         out.append(StringBatch(profile, string_mt, (win.base + io).astype(np.uint64), il.astype(np.int64), headers,
                                np.full(len(io), win.segment.large), data, ic.astype(np.int64), pad, terminated))
     if (~inside).any():
-        from .strings import read_string
+        from .strings import read_strings
 
-        objs = [read_string(space, profile, int(win.base + x), win.segment.large) for x in offs[~inside]]
-        out.append(batch_from_objects(profile, objs))
+        objs = read_strings(space, profile, (int(win.base + x) for x in offs[~inside]), win.segment.large, findings)
+        if objs:
+            out.append(batch_from_objects(profile, objs))
     return out
+
+
+def batch_from_addresses(space, profile: Profile, method_table: int, addresses, large, findings=None) -> StringBatch | None:
+    """A batch of the strings at ``addresses`` (the object scan's results): one read per string, then the
+    fields for the whole batch with numpy.  A string that cannot be read is a finding, as in read_strings."""
+    from .errors import AddressError, LimitExceeded
+    from .findings import FindingKind
+
+    o, s = profile.object, profile.string
+    parts, offsets, kept, lengths, flags = [], [], [], [], []
+    pos = 0
+    for address in addresses:
+        length = space.try_read_u32(address + s.length_offset)
+        if length is None:
+            continue
+        is_large = large(address) if callable(large) else large
+        start = address - o.header_size
+        span = profile.string_aligned_size(length, is_large)
+        try:
+            space.limits.check("string length", length, "max_string_length")
+            data = space.read(start, span)
+        except (AddressError, LimitExceeded) as e:
+            if findings is not None:
+                kind = FindingKind.MEMORY_MISSING if isinstance(e, AddressError) else FindingKind.STRING_TOO_LONG
+                findings.add(kind, address, str(e))
+            continue
+        parts.append(data)
+        offsets.append(pos + o.header_size)  # the object pointer's offset in the buffer
+        pos += len(data)
+        kept.append(address)
+        lengths.append(length)
+        flags.append(is_large)
+    if not kept:
+        return None
+    data = b"".join(parts)
+    objs = np.array(offsets, dtype=np.int64)
+    lens = np.array(lengths, dtype=np.int64)
+    u8 = np.frombuffer(data, dtype=np.uint8)
+
+    def u32(at):
+        return (u8[at].astype(np.uint64) | (u8[at + 1].astype(np.uint64) << 8) | (u8[at + 2].astype(np.uint64) << 16)
+                | (u8[at + 3].astype(np.uint64) << 24))
+
+    if o.header_size:
+        headers = u32(objs + o.sync_block_offset)
+    else:  # Mono: the lock word after the vtable
+        at = objs + o.sync_pointer_offset
+        headers = sum(u8[at + k].astype(np.uint64) << np.uint64(8 * k) for k in range(profile.pointer_size))
+    pad = u32(objs - o.header_size) if o.header_size == 8 else None
+    chars = objs + s.chars_offset
+    term = chars + 2 * lens
+    terminated = (u8[term] == 0) & (u8[term + 1] == 0)
+    return StringBatch(profile, method_table, np.array(kept, dtype=np.uint64), lens, headers,
+                       np.array(flags, dtype=bool), data, chars, pad, terminated)

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import __version__
 from .errors import ClrLayoutError, ExitCode, FindingsError, UnsupportedType
+from .limits import limits_from_env
 
 STRING_TYPES = {"System.String", "string", "String"}
 
@@ -129,7 +130,7 @@ def info(file, fmt, mt, profile, heap, quiet):
     from .analysis import open_analysis
     from .present import info as present
 
-    with open_analysis(file, mt=mt, profile=profile, heap=heap) as a:
+    with open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env()) as a:
         data = present.info_dict(a)
         if fmt == "json":
             from .present.jsonout import dumps
@@ -163,7 +164,7 @@ def dump(file, type_name, fmt, limit, layout, strict, min_length, max_length, co
     from .present import jsonout, text
 
     _type_check(type_name)
-    with open_analysis(file, mt=mt, profile=profile, heap=heap) as a:
+    with open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env()) as a:
         ptr = a.profile.pointer_size
         count = size = aligned = 0
         selected = make_filter(min_length, max_length, contains, regex, address_range)
@@ -241,12 +242,13 @@ def _print_layout(a, s) -> None:
 @click.option("--duplicates", is_flag=True, help="List values that occur more than once, by wasted bytes.")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many duplicated values to list (0: all); totals always count all.")
+@click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")
 @filter_options
 @mt_option
 @profile_option
 @heap_option
 @quiet_option
-def stats(file, type_name, fmt, duplicates, top, min_length, max_length, contains, regex, address_range,
+def stats(file, type_name, fmt, duplicates, top, strict, min_length, max_length, contains, regex, address_range,
           mt, profile, heap, quiet):
     """Totals, where the bytes go, length histogram and largest strings; or exact duplicates and their waste."""
     from .analysis import open_analysis
@@ -255,7 +257,7 @@ def stats(file, type_name, fmt, duplicates, top, min_length, max_length, contain
 
     _type_check(type_name)
     selected = make_filter(min_length, max_length, contains, regex, address_range)
-    with open_analysis(file, mt=mt, profile=profile, heap=heap) as a:
+    with open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env()) as a:
         collector = StatsCollector(a.profile, top=10)
         dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
         with _progress(a, enabled=fmt == "table") as progress:
@@ -269,7 +271,7 @@ def stats(file, type_name, fmt, duplicates, top, min_length, max_length, contain
         found = dups.finish() if dups is not None else None
         for line in present.render(a, result, found, fmt, top):
             out(line)
-        _report(a, quiet)
+        _report(a, quiet, strict)
 
 
 # --- trim -------------------------------------------------------------------------------------------
@@ -278,16 +280,18 @@ def stats(file, type_name, fmt, duplicates, top, min_length, max_length, contain
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("output", type=click.Path(dir_okay=False))
+@click.option("--max-strings", type=click.IntRange(min=0), default=None,
+              help="Keep only what the first N strings need (a small dump to share or to test with).")
 @mt_option
 @profile_option
 @quiet_option
-def trim(file, output, mt, profile, quiet):
+def trim(file, output, max_strings, mt, profile, quiet):
     """Write a smaller dump of the same format that keeps what the string analysis reads."""
     from .trim import trim as do_trim
 
     if os.path.abspath(file) == os.path.abspath(output):
         raise click.UsageError("OUTPUT must not be the input file")
-    r = do_trim(file, output, mt, profile)
+    r = do_trim(file, output, mt, profile, limits=limits_from_env(), max_strings=max_strings)
     if not quiet:
         out(f"{output}: {r.output_bytes:,} bytes (from {r.input_bytes:,}); kept {r.kept_memory:,} of "
             f"{r.total_memory:,} bytes of memory in {r.ranges} ranges; {r.strings:,} strings")

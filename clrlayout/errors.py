@@ -200,3 +200,10 @@ class FindingsError(ClrLayoutError):
 
     code = "findings"
     exit_code = ExitCode.FINDINGS
+
+
+class ConfigError(ClrLayoutError):
+    """A bad setting (e.g. CLRLAYOUT_LIMITS)."""
+
+    code = "bad-config"
+    exit_code = ExitCode.USAGE

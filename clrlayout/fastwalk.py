@@ -88,7 +88,7 @@ class FastWalker:
         p = self.profile
         hs = p.object.header_size
         ptr = p.pointer_size
-        window = self.space.limits.scan_window
+        window = self.space.limits.window
         pos = seg.start
         while pos is not None and pos < seg.end:
             base = pos - hs

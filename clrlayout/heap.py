@@ -50,7 +50,7 @@ class HeapWalker:
         unmask = ~p.object.method_table_unmask
         align = (p.object.large_object_alignment if seg.large else p.object.alignment) - 1
         min_size = p.object.min_object_size
-        window = self.space.limits.scan_window
+        window = self.space.limits.window
         word = self._word.unpack_from
         u32 = self._u32.unpack_from
         get_mt = self.mts.get
@@ -115,7 +115,7 @@ class HeapWalker:
             off = pos - buf_start
             if off < 0 or off + ptr > len(buf):
                 buf_start = pos
-                buf = self.space.read_available(pos, min(self.space.limits.scan_window, end - pos))
+                buf = self.space.read_available(pos, min(self.space.limits.window, end - pos))
                 off = 0
                 if len(buf) < ptr:
                     nxt = self._next_mapped(pos, end)

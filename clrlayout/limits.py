@@ -32,8 +32,8 @@ class Limits:
     max_stream_bytes: int = 64 * MiB
     #: characters of a module name
     max_name_chars: int = 32 * KiB
-    #: one read from the address space
-    max_read: int = 1 * GiB
+    #: one read from the address space (a string longer than this is a finding, not read)
+    max_read: int = 256 * MiB
     #: System.String length (the CLR caps strings at 0x3FFFFFDF characters)
     max_string_length: int = 0x3FFFFFDF
     #: GC heap segments followed through their `next` links
@@ -44,6 +44,13 @@ class Limits:
     max_findings: int = 1_000
     #: distinct MethodTables validated during one heap walk
     max_method_tables: int = 1_000_000
+    #: notes parsed in one ELF note segment
+    max_notes: int = 100_000
+
+    @property
+    def window(self) -> int:
+        """The bytes a scan reads at once: scan_window, within max_read."""
+        return max(4096, min(self.scan_window, self.max_read - 4096))
 
     def check(self, what: str, value: int, limit_name: str, path: str | None = None) -> int:
         limit = getattr(self, limit_name)
@@ -53,3 +60,31 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def limits_from_env(text: str | None = None) -> Limits:
+    """DEFAULT_LIMITS with overrides from ``CLRLAYOUT_LIMITS`` (``name=value,name=value``; values may
+    end in K, M or G), for users with a reason (a dump with more ranges, a machine with less memory)."""
+    import os
+    from dataclasses import fields, replace
+
+    from .errors import ConfigError
+
+    text = os.environ.get("CLRLAYOUT_LIMITS", "") if text is None else text
+    if not text.strip():
+        return DEFAULT_LIMITS
+    known = {f.name for f in fields(Limits)}
+    changes = {}
+    for item in text.split(","):
+        name, _, value = item.strip().partition("=")
+        if name not in known:
+            raise ConfigError(f"CLRLAYOUT_LIMITS: unknown limit {name!r} (known: {', '.join(sorted(known))})")
+        mult = {"K": KiB, "M": MiB, "G": GiB}.get(value[-1:].upper(), 1)
+        try:
+            number = int(value[:-1] if mult > 1 else value) * mult
+        except ValueError:
+            raise ConfigError(f"CLRLAYOUT_LIMITS: {name}={value!r} is not a number") from None
+        if number <= 0:
+            raise ConfigError(f"CLRLAYOUT_LIMITS: {name} must be positive")
+        changes[name] = number
+    return replace(DEFAULT_LIMITS, **changes)

@@ -89,3 +89,24 @@ def read_string(space: AddressSpace, profile: Profile, address: int, large: bool
         data = head + b"\0" * (2 * length) + tail
         return decode_string_bytes(profile, address, data, large, findings, decode_value=False)
     return decode_string_bytes(profile, address, space.read(start, size), large, findings)
+
+
+def read_strings(space: AddressSpace, profile: Profile, addresses, large, findings: Findings | None = None) -> list:
+    """The strings at ``addresses`` that can be read; each one that cannot is a finding, not an error
+    (a partial or damaged dump still gives everything else)."""
+    from .errors import AddressError, DecodeError, LimitExceeded
+
+    out = []
+    for address in addresses:
+        try:
+            out.append(read_string(space, profile, address, large(address) if callable(large) else large, findings))
+        except AddressError as e:
+            if findings is not None:
+                findings.add(FindingKind.MEMORY_MISSING, address, f"string bytes missing: {e}")
+        except LimitExceeded as e:
+            if findings is not None:
+                findings.add(FindingKind.STRING_TOO_LONG, address, str(e))
+        except DecodeError as e:
+            if findings is not None:
+                findings.add(FindingKind.STRING_NOT_TERMINATED, address, str(e))
+    return out

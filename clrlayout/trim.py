@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import __version__
 from .analysis import open_analysis
@@ -42,14 +42,20 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
-                  limits: Limits = DEFAULT_LIMITS) -> tuple[list[tuple[int, int]], int]:
-    """Page-rounded ranges of memory the string analysis reads, and the number of strings found."""
+                  limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None) -> tuple[list[tuple[int, int]], int]:
+    """Page-rounded ranges of memory the string analysis reads, and the number of strings found.
+
+    With ``max_strings``, only what the first N strings need (the rest of the heap is left out)."""
+    if max_strings is not None:  # read in small windows, so that stopping early keeps the dump small
+        limits = replace(limits, scan_window=min(limits.scan_window, 4096))
     with open_analysis(path, mt=mt, profile=profile, limits=limits) as a:
         space = a.dump.memory
         log = space.start_recording()
         a.string_method_table()
         count = 0
         for s in a.iter_strings(decode=True):
+            if max_strings is not None and count >= max_strings:
+                break
             count += 1
         # the heap segments' headers (read by find_gc_heap before recording started)
         if a.heap.dac_vars is not None:
@@ -73,8 +79,8 @@ def _clip(ranges, space) -> list[tuple[int, int, int]]:
 
 
 def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
-         limits: Limits = DEFAULT_LIMITS) -> TrimResult:
-    ranges, count = needed_ranges(path, mt, profile, limits)
+         limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None) -> TrimResult:
+    ranges, count = needed_ranges(path, mt, profile, limits, max_strings)
     from .readers import open_dump
 
     with open_dump(path, limits) as dump:

@@ -50,7 +50,12 @@ class _Blob:
         return self.start + self.buf.tell()
 
 
+MAX_STREAM = 64 * 1024 * 1024
+
+
 def _read(source, rva: int, size: int) -> bytes:
+    if size > MAX_STREAM:
+        raise MalformedDump(f"a stream of {size:,} bytes is over the limit", source.path)
     data = source.pread(rva, size)
     if len(data) != size:
         raise MalformedDump(f"stream data at {rva:#x} is cut short", source.path)

@@ -105,19 +105,32 @@ def sniff(path: str) -> str:
 
 def open_dump(path: str, limits: Limits = DEFAULT_LIMITS) -> Dump:
     """Open a dump read-only, whatever its name; raises only :class:`DumpError` subclasses."""
-    kind = sniff(path)
-    source = FileSource(path)
+    sniff(path)
     try:
-        if kind == "minidump":
-            from .minidump import read_minidump
-
-            return read_minidump(path, source, limits)
-        from .elfcore import read_elf_core
-
-        return read_elf_core(path, source, limits)
+        source = FileSource(path)
+    except OSError as e:
+        raise DumpError(f"cannot open: {e.strerror or e}", path) from None
+    try:
+        return open_source(source, path, limits)
     except BaseException:
         source.close()
         raise
+
+
+def open_source(source, path: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Dump:
+    """A dump from any source with ``pread`` and ``size`` (a file, or bytes for fuzzing and tests)."""
+    magic = source.pread(0, 4)
+    if magic == MDMP_MAGIC:
+        from .minidump import read_minidump
+
+        return read_minidump(path, source, limits)
+    if magic == ELF_MAGIC:
+        from .elfcore import read_elf_core
+
+        return read_elf_core(path, source, limits)
+    if len(magic) < 4:
+        raise TruncatedDump(f"file of {len(magic)} bytes is too short for any dump format", path)
+    raise UnsupportedDump(f"not a minidump or ELF core (magic {magic.hex(' ')})", path)
 
 
 def path_basename(path: str) -> str:

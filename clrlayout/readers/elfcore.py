@@ -122,11 +122,15 @@ def _read(path: str, source, limits: Limits) -> Dump:
             if h["p_offset"] + h["p_filesz"] > source.size:
                 r.warn("a note segment runs past the end of the file; skipped")
                 continue
+            notes = []
             try:
-                notes = list(seg.iter_notes())
+                for note in seg.iter_notes():
+                    notes.append(note)
+                    if len(notes) >= limits.max_notes:
+                        r.warn(f"more than {limits.max_notes:,} notes in one segment; the rest are skipped")
+                        break
             except Exception as e:
-                r.warn(f"note segment could not be parsed ({type(e).__name__}: {e}); skipped")
-                continue
+                r.warn(f"a note could not be parsed ({type(e).__name__}: {e}); the rest of its segment is skipped")
             for note in notes:
                 kind = note["n_type"]
                 if kind == "NT_PRSTATUS":

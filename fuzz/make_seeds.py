@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Write fuzzing seeds into a corpus directory.
+
+    python fuzz/make_seeds.py OUT_DIR
+
+- synthetic CoreCLR minidumps (x64, x86) from tests/synth_dump.py: a few KB, the whole dump path;
+- the trimmed seeds of tests/corpus/ (real dumps, 30 strings each);
+- the first 32 KB of each real sample: every header, directory, stream and note, little memory.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from synth import SynthHeap  # noqa: E402
+from synth_dump import build_minidump  # noqa: E402
+
+from clrlayout.profiles import select_profile  # noqa: E402
+
+
+def main() -> int:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    for arch in ("x64", "x86"):
+        p = select_profile("coreclr", arch, "3.1.23")
+        h = SynthHeap(p)
+        for i in range(40):
+            h.add_string(("abc\u00e9\ud800"[i % 5]) * (i % 9), sync=1 if i % 7 == 0 else 0)
+            if i % 13 == 5:
+                h.add_gap(48)
+            if i % 17 == 3:
+                h.add_free(64)
+        large = SynthHeap(p)
+        large.add_string("L" * 600)
+        (out / f"synth-{arch}.dmp").write_bytes(build_minidump(p, h, large))
+    for f in sorted((ROOT / "tests" / "corpus").iterdir()):
+        (out / f.name).write_bytes(f.read_bytes())
+    for f in sorted((ROOT / "sample_dumps").glob("strings.*")):
+        if f.suffix in (".core", ".dmp"):
+            (out / f"head-{f.name}").write_bytes(f.read_bytes()[: 32 * 1024])
+    print(f"{len(list(out.iterdir()))} seeds in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Hostile, truncated and damaged dumps: a documented exit code and one line on stderr, never a traceback
+(exit 70), never a hang.  Structure-aware mutations of real and synthetic dumps (Hypothesis, bounded for
+CI), byte flips, truncations, and every 4 KB truncation point of every sample.  The long coverage-guided
+campaign is fuzz/fuzz_clrlayout.py; its crashers become files in tests/corpus/regressions/."""
+
+from __future__ import annotations
+
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import SAMPLES, manifest
+from synth import SynthHeap
+from synth_dump import build_minidump
+
+from clrlayout.cli import main
+from clrlayout.profiles import select_profile
+
+#: exit codes a damaged dump may give (README: exit codes); 70 (a bug) is never allowed
+ALLOWED = {0, 1, 3, 4, 5}
+TIME_BOUND = 5.0  # seconds per command, for dumps of at most a few hundred KB
+CORPUS = Path(__file__).resolve().parent / "corpus"
+REGRESSIONS = CORPUS / "regressions"
+
+
+def _synthetic(arch: str) -> bytes:
+    p = select_profile("coreclr", arch, "3.1.23")
+    h = SynthHeap(p)
+    for i in range(30):
+        h.add_string("v" * (i % 11), sync=i % 3)
+        if i % 10 == 4:
+            h.add_gap(32)
+        if i % 12 == 6:
+            h.add_free(48)
+    large = SynthHeap(p)
+    large.add_string("L" * 300)
+    return build_minidump(p, h, large)
+
+
+SEEDS = {f"synth-{a}.dmp": _synthetic(a) for a in ("x64", "x86")}
+SEEDS.update({f.name: f.read_bytes() for f in sorted(CORPUS.glob("seed-*"))})
+
+
+def run_all(path: Path, capsys) -> None:
+    for args in (["info", str(path), "--format", "json", "-q"], ["dump", str(path), "--format", "jsonl", "-q"]):
+        t0 = time.monotonic()
+        code = main(args)
+        elapsed = time.monotonic() - t0
+        _, err = capsys.readouterr()
+        assert code in ALLOWED, (args[0], code, err)
+        assert "Traceback" not in err
+        assert all(line.startswith("clrlayout: ") for line in err.splitlines()), err
+        assert elapsed < TIME_BOUND, (args[0], elapsed)
+
+
+# --- where the structures are (parsed from the seed itself) ------------------------------------------
+
+
+def minidump_fields(data: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of the header, directory and list fields of a minidump."""
+    fields = [(8, 4), (12, 4)]  # NumberOfStreams, StreamDirectoryRva
+    n, rva = struct.unpack_from("<II", data, 8)
+    for i in range(min(n, 64)):
+        at = rva + 12 * i
+        if at + 12 > len(data):
+            break
+        fields += [(at, 4), (at + 4, 4), (at + 8, 4)]
+        kind, size, srva = struct.unpack_from("<III", data, at)
+        if kind == 9 and srva + 16 <= len(data):  # Memory64List: count, BaseRva, descriptors
+            fields += [(srva, 8), (srva + 8, 8)]
+            count = struct.unpack_from("<Q", data, srva)[0]
+            for j in range(min(count, 32)):
+                fields += [(srva + 16 + 16 * j, 8), (srva + 24 + 16 * j, 8)]
+        if kind in (3, 4, 5) and srva + 4 <= len(data):  # thread, module, memory lists: count, first entries
+            fields.append((srva, 4))
+            fields += [(srva + 4 + k, 4) for k in range(0, min(size - 4, 216), 4)]
+    return [(o, s) for o, s in fields if o + s <= len(data)]
+
+
+def elf_fields(data: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of the ELF header, program header and note header fields (64-bit cores)."""
+    fields = [(0x20, 8), (0x36, 2), (0x38, 2), (0x28, 8), (0x3C, 2)]  # phoff, phentsize, phnum, shoff, shnum
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phnum, = struct.unpack_from("<H", data, 0x38)
+    for i in range(min(phnum, 64)):
+        at = phoff + 56 * i
+        if at + 56 > len(data):
+            break
+        fields += [(at, 4), (at + 8, 8), (at + 16, 8), (at + 32, 8), (at + 40, 8)]  # type, offset, vaddr, filesz, memsz
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, at)
+        if p_type == 4:  # PT_NOTE: walk its notes
+            pos, end = p_offset, min(p_offset + p_filesz, len(data))
+            while pos + 12 <= end and len(fields) < 400:
+                namesz, descsz, _ = struct.unpack_from("<III", data, pos)
+                fields += [(pos, 4), (pos + 4, 4), (pos + 8, 4), (pos + 12 + ((namesz + 3) & ~3), 8)]
+                pos += 12 + ((namesz + 3) & ~3) + ((descsz + 3) & ~3)
+    return [(o, s) for o, s in fields if o + s <= len(data)]
+
+
+def interesting(size: int):
+    top = (1 << (8 * size)) - 1
+    return st.one_of(st.sampled_from([0, 1, 2, 0x7F, 0x80, 0xFF, 0x1000, top, top >> 1, top - 1]),
+                     st.integers(0, top))
+
+
+def _patch(data: bytes, at: int, size: int, value: int) -> bytes:
+    return data[:at] + value.to_bytes(size, "little") + data[at + size:]
+
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(SEEDS)), st.data())
+def test_structure_fields(tmp_path_factory, capsys, seed, draw):
+    data = SEEDS[seed]
+    fields = minidump_fields(data) if data[:4] == b"MDMP" else elf_fields(data)
+    patched = data
+    for _ in range(draw.draw(st.integers(1, 3))):
+        at, size = draw.draw(st.sampled_from(fields))
+        patched = _patch(patched, at, size, draw.draw(interesting(size)))
+    path = tmp_path_factory.mktemp("fuzz") / seed
+    path.write_bytes(patched)
+    run_all(path, capsys)
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(SEEDS)), st.data())
+def test_object_bytes(tmp_path_factory, capsys, seed, draw):
+    """Damage the heap itself: MethodTable words, lengths, headers and terminators of string objects."""
+    data = SEEDS[seed]
+    # strings' MethodTable pointer is the most frequent aligned 8-byte value in the heap pages
+    positions = [i for i in range(0, len(data) - 16, 8) if data[i + 6 : i + 8] == b"\0\0" and data[i + 5] != 0]
+    if not positions:
+        return
+    patched = bytearray(data)
+    for _ in range(draw.draw(st.integers(1, 8))):
+        at = draw.draw(st.sampled_from(positions)) + draw.draw(st.sampled_from([0, 8, 12, -4, 16, 20]))
+        if 0 <= at < len(patched) - 4:
+            patched[at : at + 4] = draw.draw(interesting(4)).to_bytes(4, "little")
+    path = tmp_path_factory.mktemp("fuzz") / seed
+    path.write_bytes(bytes(patched))
+    run_all(path, capsys)
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(SEEDS)), st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(1, 255)),
+                                                min_size=1, max_size=30), st.floats(0.0, 1.0))
+def test_byte_flips_and_truncation(tmp_path_factory, capsys, seed, flips, cut):
+    data = bytearray(SEEDS[seed])
+    for at, x in flips:
+        data[at % len(data)] ^= x
+    data = data[: max(1, int(len(data) * cut))] if cut < 0.95 else data
+    path = tmp_path_factory.mktemp("fuzz") / seed
+    path.write_bytes(bytes(data))
+    run_all(path, capsys)
+
+
+@pytest.mark.parametrize("entry", manifest(), ids=lambda e: e["file"])
+def test_every_truncation_point(entry, tmp_path, capsys):
+    """Every 4 KB truncation point of every sample: exit 0 or a documented error code, in time."""
+    data = (SAMPLES / entry["file"]).read_bytes()
+    outcomes = {}
+    path = tmp_path / entry["file"]
+    for cut in list(range(4096, len(data), 4096)) + [len(data) - 1]:
+        path.write_bytes(data[:cut])
+        for args in (["dump", str(path), "--format", "jsonl", "-q"],):
+            t0 = time.monotonic()
+            code = main(args)
+            elapsed = time.monotonic() - t0
+            _, err = capsys.readouterr()
+            assert code in ALLOWED and "Traceback" not in err, (cut, code, err)
+            assert elapsed < TIME_BOUND, (cut, elapsed)
+            outcomes[code] = outcomes.get(code, 0) + 1
+    # most cuts keep the metadata and part of the memory: partial results, not errors
+    assert outcomes.get(0, 0) > 0 and set(outcomes) <= ALLOWED
+
+
+def _hostile():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+    import make_hostile
+
+    return make_hostile.HOSTILE
+
+
+@pytest.mark.parametrize("name", sorted(_hostile()))
+def test_hostile_inputs(name, tmp_path, capsys):
+    """One hand-made dump per hazard the code guards against (fuzz/make_hostile.py)."""
+    path = tmp_path / name
+    path.write_bytes(_hostile()[name]())
+    run_all(path, capsys)
+
+
+def test_fuzz_regressions(capsys):
+    """Inputs the long fuzz campaign (fuzz/fuzz_clrlayout.py) once crashed on, kept in tests/corpus/regressions/."""
+    for path in sorted(REGRESSIONS.glob("*")) if REGRESSIONS.exists() else []:
+        run_all(path, capsys)
