@@ -93,8 +93,8 @@ def main() -> int:
     print(f"machine: {machine()}")
     print(f"{args.runs} alternating rounds, median wall time:\n")
     base = statistics.median(times["strings -el"])
-    print(f"| command | median s | runs (s) | vs strings -el | strings/s | MB/s | peak RSS MiB |")
-    print(f"| --- | --- | --- | --- | --- | --- | --- |")
+    print("| command | median s | runs (s) | vs strings -el | strings/s | MB/s | peak RSS MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in commands:
         m = statistics.median(times[name])
         runs = " ".join(f"{t:.2f}" for t in times[name])

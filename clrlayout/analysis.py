@@ -23,7 +23,7 @@ from .objscan import iter_string_addresses, learn_string_method_table
 from .profiles import Profile, load_profile
 from .readers import Dump, open_dump
 from .runtime import RuntimeInfo, detect_runtime, profile_for
-from .strings import StringObject, read_string, read_strings
+from .strings import StringObject, read_strings
 
 STRING_TYPE = "System.String"
 

@@ -81,6 +81,20 @@ def filter_options(f):
     return f
 
 
+def scan_options(f):
+    """What every command that scans a dump takes: --strict, the filters, --mt, --profile, --heap, -q."""
+    for option in (quiet_option, heap_option, profile_option, mt_option, filter_options,
+                   click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")):
+        f = option(f)
+    return f
+
+
+def _open(file, mt, profile, heap):
+    from .analysis import open_analysis
+
+    return open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env())
+
+
 def make_filter(min_length, max_length, contains, regex, address_range):
     from .filters import StringFilter
 
@@ -127,10 +141,9 @@ def cli():
 @quiet_option
 def info(file, fmt, mt, profile, heap, quiet):
     """What the dump holds: format, architecture, runtime, GC heap, String MethodTable."""
-    from .analysis import open_analysis
     from .present import info as present
 
-    with open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env()) as a:
+    with _open(file, mt, profile, heap) as a:
         data = present.info_dict(a)
         if fmt == "json":
             from .present.jsonout import dumps
@@ -151,20 +164,14 @@ def info(file, fmt, mt, profile, heap, quiet):
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Stop after N objects.")
 @click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
-@click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")
-@filter_options
-@mt_option
-@profile_option
-@heap_option
-@quiet_option
+@scan_options
 def dump(file, type_name, fmt, limit, layout, strict, min_length, max_length, contains, regex, address_range,
          mt, profile, heap, quiet):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
-    from .analysis import open_analysis
     from .present import jsonout, text
 
     _type_check(type_name)
-    with open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env()) as a:
+    with _open(file, mt, profile, heap) as a:
         ptr = a.profile.pointer_size
         count = size = aligned = 0
         selected = make_filter(min_length, max_length, contains, regex, address_range)
@@ -242,22 +249,16 @@ def _print_layout(a, s) -> None:
 @click.option("--duplicates", is_flag=True, help="List values that occur more than once, by wasted bytes.")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many duplicated values to list (0: all); totals always count all.")
-@click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")
-@filter_options
-@mt_option
-@profile_option
-@heap_option
-@quiet_option
+@scan_options
 def stats(file, type_name, fmt, duplicates, top, strict, min_length, max_length, contains, regex, address_range,
           mt, profile, heap, quiet):
     """Totals, where the bytes go, length histogram and largest strings; or exact duplicates and their waste."""
-    from .analysis import open_analysis
     from .present import stats as present
     from .stats import DuplicateCollector, StatsCollector
 
     _type_check(type_name)
     selected = make_filter(min_length, max_length, contains, regex, address_range)
-    with open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env()) as a:
+    with _open(file, mt, profile, heap) as a:
         collector = StatsCollector(a.profile, top=10)
         dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
         with _progress(a, enabled=fmt == "table") as progress:

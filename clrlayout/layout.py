@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .header import decode_header
 from .profiles import Profile
 from .strings import StringObject
 

@@ -60,39 +60,47 @@ def scan_ranges(dump: Dump) -> Iterator[tuple[int, int]]:
             yield pos, end
 
 
+def iter_words(dump: Dump, min_words: int = 1):
+    """(range low, range high, window address, window data, head, words) over the scanned memory, the
+    words pointer-sized and pointer-aligned (``head`` bytes of the window come before the first)."""
+    ptr = dump.memory.pointer_size
+    dt = _dtype(ptr, dump.memory.little_endian)
+    for lo, hi in scan_ranges(dump):
+        for addr, data in dump.memory.iter_windows(lo, hi, record=False):
+            head = (-addr) % ptr
+            n = (len(data) - head) // ptr
+            if n >= min_words:
+                yield lo, hi, addr, data, head, np.frombuffer(data, dtype=dt, count=n, offset=head)
+
+
 def learn_string_method_table(dump: Dump, mts: MethodTables) -> int | None:
     p = mts.profile
     ptr = p.pointer_size
     dt = _dtype(ptr, dump.memory.little_endian)
     len_words = p.string.length_offset // 4
     counts: Counter = Counter()
-    for lo, hi in scan_ranges(dump):
-        for addr, data in dump.memory.iter_windows(lo, hi, record=False):
-            head = (-addr) % ptr
-            n = (len(data) - head) // ptr
-            if n < 4:
-                continue
-            words = np.frombuffer(data, dtype=dt, count=n, offset=head)
-            end = "<" if dump.memory.little_endian else ">"
-            u32 = np.frombuffer(data, dtype=end + "u4", count=(n * ptr) // 4, offset=head)
-            u16 = np.frombuffer(data, dtype=end + "u2", count=(n * ptr) // 2, offset=head)
-            idx = np.arange(n - 2)
-            length = u32[idx * (ptr // 4) + len_words]
-            ok = (words[idx] != 0) & (words[idx] % ptr == 0) & (length > 0) & (length < LEARN_MAX_LENGTH)
-            term = (idx * ptr + p.string.chars_offset) // 2 + length.astype(np.int64)
-            ok &= term < len(u16)
-            cand = idx[ok]
-            term = term[ok]
-            hit = u16[term] == 0
-            # the first character is non-zero (most strings), which cuts out zero-filled structures
-            first = u16[(cand * ptr + p.string.chars_offset) // 2]
-            hit &= first != 0
-            values = words[cand[hit]] & _mt_mask(p, dt)
-            if len(values):
-                uniq, cnt = np.unique(values, return_counts=True)
-                top = np.argsort(cnt)[-64:]
-                for v, c in zip(uniq[top], cnt[top]):
-                    counts[int(v)] += int(c)
+    for _, _, addr, data, head, words in iter_words(dump, 4):
+        n = len(words)
+        end = "<" if dump.memory.little_endian else ">"
+        u32 = np.frombuffer(data, dtype=end + "u4", count=(n * ptr) // 4, offset=head)
+        u16 = np.frombuffer(data, dtype=end + "u2", count=(n * ptr) // 2, offset=head)
+        idx = np.arange(n - 2)
+        length = u32[idx * (ptr // 4) + len_words]
+        ok = (words[idx] != 0) & (words[idx] % ptr == 0) & (length > 0) & (length < LEARN_MAX_LENGTH)
+        term = (idx * ptr + p.string.chars_offset) // 2 + length.astype(np.int64)
+        ok &= term < len(u16)
+        cand = idx[ok]
+        term = term[ok]
+        hit = u16[term] == 0
+        # the first character is non-zero (most strings), which cuts out zero-filled structures
+        first = u16[(cand * ptr + p.string.chars_offset) // 2]
+        hit &= first != 0
+        values = words[cand[hit]] & _mt_mask(p, dt)
+        if len(values):
+            uniq, cnt = np.unique(values, return_counts=True)
+            top = np.argsort(cnt)[-64:]
+            for v, c in zip(uniq[top], cnt[top]):
+                counts[int(v)] += int(c)
     for value, _ in counts.most_common(64):
         if mts.is_string_method_table(value):
             return value
@@ -104,24 +112,18 @@ def learn_method_tables(dump: Dump, mts: MethodTables, top: int = 1024) -> int |
     returns the free-object MethodTable if one of them is it."""
     p = mts.profile
     ptr = p.pointer_size
-    dt = _dtype(ptr, dump.memory.little_endian)
     starts = np.array([r.start for r in dump.memory.regions], dtype=np.uint64)
     ends = np.array([r.end for r in dump.memory.regions], dtype=np.uint64)
     counts: Counter = Counter()
-    for lo, hi in scan_ranges(dump):
-        for addr, data in dump.memory.iter_windows(lo, hi, record=False):
-            head = (-addr) % ptr
-            n = (len(data) - head) // ptr
-            if n < 2:
-                continue
-            words = np.frombuffer(data, dtype=dt, count=n, offset=head).astype(np.uint64)
-            words = words[(words != 0) & (words % ptr == 0)]
-            i = np.searchsorted(starts, words, side="right") - 1
-            mapped = (i >= 0) & (words < ends[np.maximum(i, 0)])
-            uniq, cnt = np.unique(words[mapped], return_counts=True)
-            order = np.argsort(cnt)[-top:]
-            for v, c in zip(uniq[order], cnt[order]):
-                counts[int(v)] += int(c)
+    for _, _, _, _, _, words in iter_words(dump, 2):
+        words = words.astype(np.uint64)
+        words = words[(words != 0) & (words % ptr == 0)]
+        i = np.searchsorted(starts, words, side="right") - 1
+        mapped = (i >= 0) & (words < ends[np.maximum(i, 0)])
+        uniq, cnt = np.unique(words[mapped], return_counts=True)
+        order = np.argsort(cnt)[-top:]
+        for v, c in zip(uniq[order], cnt[order]):
+            counts[int(v)] += int(c)
     free = None
     for value, c in counts.most_common(top):
         if c < 2:
@@ -139,21 +141,15 @@ def free_spans(dump: Dump, mts: MethodTables, free_mt: int) -> list[tuple[int, i
     space = dump.memory
     dt = _dtype(ptr, space.little_endian)
     spans = []
-    for lo, hi in scan_ranges(dump):
-        for addr, data in space.iter_windows(lo, hi, record=False):
-            head = (-addr) % ptr
-            n = (len(data) - head) // ptr
-            if n <= 0:
+    for _, hi, addr, _, head, words in iter_words(dump):
+        for i in np.flatnonzero((words & _mt_mask(p, dt)) == free_mt):
+            o = addr + head + int(i) * ptr
+            ncomp = space.try_read_u32(o + ptr)
+            if ncomp is None:
                 continue
-            words = np.frombuffer(data, dtype=dt, count=n, offset=head)
-            for i in np.flatnonzero((words & _mt_mask(p, dt)) == free_mt):
-                o = addr + head + int(i) * ptr
-                ncomp = space.try_read_u32(o + ptr)
-                if ncomp is None:
-                    continue
-                end = o + p.align(3 * ptr + ncomp)
-                if end <= hi:
-                    spans.append((o, end))
+            end = o + p.align(3 * ptr + ncomp)
+            if end <= hi:
+                spans.append((o, end))
     # merge: stale free objects can lie inside live ones
     merged: list[tuple[int, int]] = []
     for lo, hi in sorted(spans):
@@ -182,19 +178,13 @@ def iter_string_addresses(dump: Dump, mts: MethodTables, string_mt: int, finding
     span_starts = [s for s, _ in spans]
     # pass 1: candidates with a valid successor; the successors' MethodTables are learned on the way
     candidates = []
-    for lo, hi in scan_ranges(dump):
-        for addr, data in space.iter_windows(lo, hi, record=False):
-            head = (-addr) % ptr
-            n = (len(data) - head) // ptr
-            if n <= 0:
+    for lo, hi, addr, _, head, words in iter_words(dump):
+        for i in np.flatnonzero((words & _mt_mask(p, dt)) == string_mt):
+            o = addr + head + int(i) * ptr
+            if o - p.object.header_size < lo or _inside(spans, span_starts, o):
                 continue
-            words = np.frombuffer(data, dtype=dt, count=n, offset=head)
-            for i in np.flatnonzero((words & _mt_mask(p, dt)) == string_mt):
-                o = addr + head + int(i) * ptr
-                if o - p.object.header_size < lo or _inside(spans, span_starts, o):
-                    continue
-                if _check_candidate(space, mts, o, hi, unmask):
-                    candidates.append((o, lo))
+            if _check_candidate(space, mts, o, hi, unmask):
+                candidates.append((o, lo))
     # pass 2: a real object starts its memory run, follows a zeroed gap, or starts where a known object ends
     if p.method_table is None:  # Mono: no type but String has a known size, so no predecessor can be checked
         yield from (o for o, _ in candidates)
@@ -257,24 +247,20 @@ def _object_ends(dump: Dump, mts: MethodTables, wanted: set) -> set:
     align = p.object.alignment - 1
     found: set = set()
     end32 = "<u4" if space.little_endian else ">u4"
-    for lo, hi in scan_ranges(dump):
-        for addr, data in space.iter_windows(lo, hi, record=False):
-            head = (-addr) % ptr
-            n = (len(data) - head) // ptr
-            if n < 2:
-                continue
-            words = (np.frombuffer(data, dtype=dt, count=n, offset=head) & _mt_mask(p, dt)).astype(np.uint64)
-            idx = np.searchsorted(table, words)
-            hit = (idx < len(table)) & (table[np.minimum(idx, len(table) - 1)] == words)
-            pos = np.flatnonzero(hit[:-1])
-            if not len(pos):
-                continue
-            k = idx[pos]
-            counts = np.frombuffer(data, dtype=end32, count=(n * ptr) // 4, offset=head)[(pos * ptr + ptr) // 4]
-            size = base[k] + comp[k] * counts.astype(np.int64)
-            size = np.maximum((size + align) & ~align, p.object.min_object_size)
-            ends = (addr + head + pos.astype(np.int64) * ptr + size).astype(np.uint64)
-            found.update(int(e) for e in ends[np.isin(ends, want)])
+    for _, _, addr, data, head, raw in iter_words(dump, 2):
+        n = len(raw)
+        words = (raw & _mt_mask(p, dt)).astype(np.uint64)
+        idx = np.searchsorted(table, words)
+        hit = (idx < len(table)) & (table[np.minimum(idx, len(table) - 1)] == words)
+        pos = np.flatnonzero(hit[:-1])
+        if not len(pos):
+            continue
+        k = idx[pos]
+        counts = np.frombuffer(data, dtype=end32, count=(n * ptr) // 4, offset=head)[(pos * ptr + ptr) // 4]
+        size = base[k] + comp[k] * counts.astype(np.int64)
+        size = np.maximum((size + align) & ~align, p.object.min_object_size)
+        ends = (addr + head + pos.astype(np.int64) * ptr + size).astype(np.uint64)
+        found.update(int(e) for e in ends[np.isin(ends, want)])
     return found
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import SAMPLES, manifest, units_to_str
+from conftest import SAMPLES, units_to_str
 
 from clrlayout.cli import main
 

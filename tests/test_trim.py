@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from conftest import SAMPLES
-
 from clrlayout.cli import main
 from clrlayout.readers import open_dump, sniff
 

@@ -99,7 +99,7 @@ def load(flavor: str = "coreclr") -> LiveRuntime:
             raise LiveRuntimeUnavailable(f"cannot load Mono from {library}: {e}; {MONO_HINT}") from None
     else:
         raise LiveRuntimeUnavailable(f"unknown runtime {flavor!r} (coreclr or mono)")
-    import clr  # noqa: F401  (starts the runtime)
+    __import__("clr")  # starts the runtime
     import System
 
     pointer_size = System.IntPtr.Size

@@ -85,6 +85,34 @@ class Dump:
         self.close()
 
 
+class BoundedReader:
+    """A read-only file-like view of a source for third-party parsers: no single read returns more than
+    ``limit`` bytes, whatever size the parser asks for (sizes come from the untrusted file)."""
+
+    def __init__(self, source, limit: int):
+        self._source = source
+        self._limit = limit
+        self._pos = 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 1:
+            offset += self._pos
+        elif whence == 2:
+            offset += self._source.size
+        self._pos = max(0, offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        remaining = max(0, self._source.size - self._pos)
+        n = remaining if n is None or n < 0 else min(n, remaining)
+        data = self._source.pread(self._pos, min(n, self._limit))
+        self._pos += len(data)
+        return data
+
+
 def sniff(path: str) -> str:
     """``"minidump"`` or ``"elf-core"`` from the first bytes of the file."""
     try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from . import Dump, Module
+from . import BoundedReader, Dump, Module
 
 MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM": "arm"}
 
@@ -39,33 +39,6 @@ class _Reader:
         self.warnings.append(message)
 
 
-class _SourceFile:
-    """A file-like view of the source for pyelftools (reads never exceed the limit)."""
-
-    def __init__(self, source, limit: int):
-        self._source = source
-        self._limit = limit
-        self._pos = 0
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence == 1:
-            offset += self._pos
-        elif whence == 2:
-            offset += self._source.size
-        self._pos = max(0, offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def read(self, n: int = -1) -> bytes:
-        remaining = max(0, self._source.size - self._pos)
-        n = remaining if n is None or n < 0 else min(n, remaining)
-        data = self._source.pread(self._pos, min(n, self._limit))
-        self._pos += len(data)
-        return data
-
-
 def read_elf_core(path: str, source, limits: Limits) -> Dump:
     try:
         return _read(path, source, limits)
@@ -81,7 +54,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
     r = _Reader(path, limits)
     if source.size < 52:
         raise TruncatedDump("file ends inside the ELF header", path)
-    elf = ELFFile(_SourceFile(source, limits.max_stream_bytes))
+    elf = ELFFile(BoundedReader(source, limits.max_stream_bytes))
     if elf["e_type"] != "ET_CORE":
         raise MalformedDump(f"an ELF file of type {elf['e_type']}, not a core dump", path)
     arch = MACHINES.get(elf["e_machine"], "unknown")

@@ -17,7 +17,7 @@ from construct import Array, Bytes, Const, ConstructError, Int16ul, Int32ul, Int
 from ..addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from . import Dump, Module
+from . import BoundedReader, Dump, Module
 
 # --- raw structures (names as in minidumpapiset.h); also used by trim to write dumps ----------------
 
@@ -114,34 +114,6 @@ class MinidumpContainer:
     skipped_streams: list = field(default_factory=list)  # [stream type]
 
 
-class _BoundedFile:
-    """A read-only file view for the minidump package: no read returns more than ``limit`` bytes."""
-
-    def __init__(self, source, limit: int):
-        self._source = source
-        self._limit = limit
-        self._pos = 0
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence == 1:
-            offset += self._pos
-        elif whence == 2:
-            offset += self._source.size
-        self._pos = max(0, offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def read(self, n: int = -1) -> bytes:
-        remaining = max(0, self._source.size - self._pos)
-        n = remaining if n is None or n < 0 else min(n, remaining)
-        n = min(n, self._limit)
-        data = self._source.pread(self._pos, n)
-        self._pos += len(data)
-        return data
-
-
 def _version(ms: int, ls: int) -> tuple[int, int, int, int]:
     return (ms >> 16, ms & 0xFFFF, ls >> 16, ls & 0xFFFF)
 
@@ -152,7 +124,7 @@ class _Reader:
         self.source = source
         self.limits = limits
         self.warnings: list[str] = []
-        self.file = _BoundedFile(source, limits.max_stream_bytes)
+        self.file = BoundedReader(source, limits.max_stream_bytes)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -329,7 +301,7 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
                 warnings=r.warnings, container=container)
 
 
-class _PatchedCount(_BoundedFile):
+class _PatchedCount(BoundedReader):
     """A file view in which the 32-bit count at ``rva`` reads as ``count`` (already checked to fit).
 
     The package loops over the count it reads; giving it the checked count keeps a crafted count from
