@@ -4,11 +4,12 @@ The exact way (``gc-dac-vars``): CoreCLR's GC publishes a ``GcDacVars`` structur
 writable data (two version bytes, the size of its generation class, then a pointer per DAC variable; the
 layouts are data in ``formats/gc-dac-vars.toml``).  It is found by that shape and trusted only after what
 its pointers lead to checks out: ``max_gen`` is 2, the ephemeral segment's header is consistent and
-``alloc_allocated`` lies inside it.  The generation table then gives the segment lists, and each segment
+``alloc_allocated`` lies inside it.  Under server GC the same variables sit in each heap's ``gc_heap``
+(``dac_gc_heap`` layout, from GcDacVars.g_heaps).  The generation tables then give the segment lists, and each segment
 is walked from ``mem`` to ``allocated`` -- the ephemeral one to ``alloc_allocated``, since its own
 ``allocated`` is only updated at GC time and the bytes past the real end are stale.
 
-When no such structure can be used (.NET Framework, server GC, regions, dumps without the runtime's data)
+When no such structure can be used (.NET Framework, regions, dumps without the runtime's data)
 ``find_gc_heap`` says so and the caller falls back to a checked object scan (``objscan``).
 """
 
@@ -143,10 +144,15 @@ def _check_dac_vars(space: AddressSpace, at: int, layout: dict) -> GcDacVars | N
         return None
     fields = dict(zip(names, words[nhead:]))
     max_gen = space.try_read_u32(fields["max_gen"]) if fields.get("max_gen") else None
-    if max_gen != 2 or not fields.get("generation_table"):
+    if max_gen != 2:
         return None
-    if not space.is_mapped(fields["generation_table"], gen_count * gen_size):
-        return None
+    if fields.get("generation_table"):  # workstation GC: one heap, its variables are globals
+        if not space.is_mapped(fields["generation_table"], gen_count * gen_size):
+            return None
+    else:  # server GC: n_heaps heaps, their variables inside each gc_heap
+        n = space.try_read_u32(fields["n_heaps"]) if fields.get("n_heaps") else None
+        if not n or n > 1024 or not fields.get("g_heaps") or space.try_read_pointer(fields["g_heaps"]) is None:
+            return None
     return GcDacVars(at, version & 0xFF, (version >> 8) & 0xFF, gen_size, gen_count, fields)
 
 
@@ -177,39 +183,64 @@ def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
     space = dump.memory
     limits = limits or space.limits
     spec = gc_interface()
-    seg_names = spec["heap_segment"]["fields"]
-    gen = spec["generation"]
     arch_key = "x64" if space.pointer_size == 8 else "x86"
     heap.dac_vars = dv
+    heaps = _heaps(space, dv, spec, arch_key)
+    if heaps is None:
+        return _fallback(heap, "the server GC's heaps are not in the dump")
+    heap.gc_mode = "workstation" if dv.fields.get("generation_table") else "server"
+    seen: set[int] = set()
+    for table, alloc_allocated, eph_ptr in heaps:
+        if not eph_ptr or alloc_allocated is None:
+            return _fallback(heap, "GcDacVars found, but an ephemeral segment or alloc_allocated is not in the dump")
+        problem = _segments(heap, space, dv, spec, table, alloc_allocated, eph_ptr, seen, limits)
+        if problem:
+            return _fallback(heap, problem)
+    if sum(s.ephemeral for s in heap.segments) != len(heaps):
+        return _fallback(heap, "an ephemeral segment is not in its generation 2 segment list")
+    return heap
+
+
+def _heaps(space: AddressSpace, dv: GcDacVars, spec: dict, arch_key: str):
+    """(generation table, alloc_allocated, ephemeral segment) of each GC heap, or None if unreadable."""
     f = dv.fields
+    if f.get("generation_table"):  # workstation GC
+        eph = space.try_read_pointer(f["ephemeral_heap_segment"]) if f.get("ephemeral_heap_segment") else None
+        allocated = space.try_read_pointer(f["alloc_allocated"]) if f.get("alloc_allocated") else None
+        return [(f["generation_table"], allocated, eph)]
+    layout = spec["gc_heap"]
+    n = space.try_read_u32(f["n_heaps"])
+    array = space.try_read_pointer(f["g_heaps"])  # the variable g_heaps holds the array's address
+    if not array:
+        return None
+    out = []
+    for i in range(n or 0):
+        gc_heap = space.try_read_pointer(array + i * space.pointer_size)
+        if not gc_heap:
+            return None
+        out.append((gc_heap + layout["generation_table"][arch_key],
+                    space.try_read_pointer(gc_heap + layout["alloc_allocated"][arch_key]),
+                    space.try_read_pointer(gc_heap + layout["ephemeral_heap_segment"][arch_key])))
+    return out
 
-    built_with_svr = space.try_read(f["built_with_svr"], 1) if f.get("built_with_svr") else None
-    n_heaps = space.try_read_u32(f["n_heaps"]) if f.get("n_heaps") else None
-    if (built_with_svr and built_with_svr[0]) and f.get("g_heaps") and n_heaps:
-        heap.gc_mode = "server"
-        return _fallback(heap, f"server GC with {n_heaps} heaps: its per-heap data is not read yet")
-    heap.gc_mode = "workstation"
 
-    eph_ptr = space.try_read_pointer(f["ephemeral_heap_segment"]) if f.get("ephemeral_heap_segment") else None
-    alloc_allocated = space.try_read_pointer(f["alloc_allocated"]) if f.get("alloc_allocated") else None
-    if not eph_ptr or alloc_allocated is None:
-        return _fallback(heap, "GcDacVars found, but the ephemeral segment or alloc_allocated is not in the dump")
+def _segments(heap: GcHeap, space: AddressSpace, dv: GcDacVars, spec: dict, table: int, alloc_allocated: int,
+              eph_ptr: int, seen: set, limits) -> str | None:
+    """Add one GC heap's segments (SOH, LOH, POH lists of its generation table); a problem, or None."""
+    gen = spec["generation"]
+    arch_key = "x64" if space.pointer_size == 8 else "x86"
+    seg_names = spec["heap_segment"]["fields"]
 
-    table = f["generation_table"]
-
-    def generation(g: int) -> tuple[int | None, int | None, int | None]:
+    def generation(g: int):
         base = table + g * dv.generation_size
-        start_segment = space.try_read_pointer(base + gen["start_segment"][arch_key])
-        alloc_ptr = space.try_read_pointer(base + gen["alloc_ptr"][arch_key])
-        alloc_limit = space.try_read_pointer(base + gen["alloc_limit"][arch_key])
-        return start_segment, alloc_ptr, alloc_limit
+        return (space.try_read_pointer(base + gen["start_segment"][arch_key]),
+                space.try_read_pointer(base + gen["alloc_ptr"][arch_key]),
+                space.try_read_pointer(base + gen["alloc_limit"][arch_key]))
 
     _, ctx_ptr, ctx_limit = generation(0)
     if ctx_ptr and ctx_limit and ctx_ptr < ctx_limit:
         heap.gaps.append((ctx_ptr, ctx_limit))
-
     kinds = [(2, "soh"), (3, "loh")] + ([(4, "poh")] if dv.generation_count >= 5 else [])
-    seen: set[int] = set()
     for g, kind in kinds:
         first, _, _ = generation(g)
         address = first
@@ -225,15 +256,13 @@ def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
             ephemeral = address == eph_ptr
             end = alloc_allocated if ephemeral else seg["allocated"]
             if ephemeral and not seg["mem"] <= alloc_allocated <= seg["reserved"]:
-                return _fallback(heap, "alloc_allocated is outside the ephemeral segment")
+                return "alloc_allocated is outside the ephemeral segment"
             seg_kind = "readonly" if seg["flags"] & spec["heap_segment"]["flag_readonly"] else kind
             heap.segments.append(Segment(start=seg["mem"], end=end, kind=seg_kind, header=address,
                                          ephemeral=ephemeral, used=seg["used"], committed=seg["committed"],
                                          reserved=seg["reserved"], flags=seg["flags"]))
             address = seg["next"]
-    if not any(s.ephemeral for s in heap.segments):
-        return _fallback(heap, "the ephemeral segment is not in the generation 2 segment list")
-    return heap
+    return None
 
 
 def _fallback(heap: GcHeap, reason: str) -> GcHeap:

@@ -42,11 +42,13 @@ STALE_COUNT = "1000"
 WINE_RUNTIME = {"win-x64": ("win_amd64", "Program Files"), "win-x86": ("win32", "Program Files (x86)")}
 NAMES = {
     "linux-x64": "strings.coreclr-3.1.23.linux-x64.core",
+    "linux-x64-svr": "strings.coreclr-3.1.23.linux-x64-svr.core",
     "win-x64": "strings.coreclr-3.1.23.win-x64.dmp",
     "win-x86": "strings.coreclr-3.1.23.win-x86.dmp",
 }
 PRODUCERS = {
     "linux-x64": "createdump --withheap (CoreCLR 3.1.23 from PyPI dotnetcore2), then clrlayout trim",
+    "linux-x64-svr": "createdump --withheap of the same target under server GC (COMPlus_gcServer=1, one heap per CPU), then clrlayout trim",
     "win-x64": "Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR 3.1.23 win-x64, then clrlayout trim",
     "win-x86": "Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR 3.1.23 win-x86 (WoW64), then clrlayout trim",
 }
@@ -92,10 +94,14 @@ def stop_target(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def make_linux(build: Path, work: Path) -> tuple[Path, Path]:
-    truth = work / "truth-linux-x64.json"
-    raw = work / "raw-linux-x64.core"
-    proc, pid = start_target([embedded.dotnet_host(), build / "strings.dll", truth, STALE_COUNT], embedded.environment())
+def make_linux(build: Path, work: Path, server: bool = False) -> tuple[Path, Path]:
+    kind = "linux-x64-svr" if server else "linux-x64"
+    truth = work / f"truth-{kind}.json"
+    raw = work / f"raw-{kind}.core"
+    env = embedded.environment()
+    if server:
+        env.update(COMPlus_gcServer="1", DOTNET_gcServer="1")
+    proc, pid = start_target([embedded.dotnet_host(), build / "strings.dll", truth, STALE_COUNT], env)
     try:
         run([embedded.createdump(), "-f", raw, str(pid)], stdout=subprocess.DEVNULL)
     finally:
@@ -165,6 +171,7 @@ def manifest_entry(kind: str, path: Path, truth_path: Path, raw_bytes: int, stri
         "untrimmed_bytes": raw_bytes,
         "format": "elf-core" if path.suffix == ".core" else "minidump",
         "os": kind.split("-")[0].replace("win", "windows"),
+        "gc": "server" if kind.endswith("-svr") else "workstation",
         "arch": kind.split("-")[1],
         "runtime": f"coreclr {truth['runtime_version']}",
         "producer": PRODUCERS[kind],
@@ -202,7 +209,7 @@ def read_manifest() -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="linux-x64,win-x64,win-x86")
+    ap.add_argument("--only", default=",".join(NAMES))
     ap.add_argument("--wine-prefix", type=Path, default=Path.home() / ".cache" / "clrlayout" / "wine-prefix")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "clrlayout" / "wheels")
     ap.add_argument("--keep-raw", type=Path, default=None, help="also keep the untrimmed dumps in this folder")
@@ -218,8 +225,8 @@ def main() -> int:
         work.mkdir()
         compile_targets(build)
         for kind in kinds:
-            if kind == "linux-x64":
-                raw, truth = make_linux(build, work)
+            if kind.startswith("linux-x64"):
+                raw, truth = make_linux(build, work, server=kind.endswith("-svr"))
             else:
                 raw, truth = make_windows(kind, build, work, args.wine_prefix, args.cache)
             out = HERE / NAMES[kind]

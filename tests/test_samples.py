@@ -47,10 +47,13 @@ def test_dump_facts(sample, analysis):
 
 def test_heap_is_found_exactly(analysis, sample):
     assert analysis.heap.method == "gc-dac-vars"
-    assert analysis.heap.gc_mode == "workstation"
-    kinds = sorted(s.kind for s in analysis.heap.segments)
-    assert kinds == ["loh", "soh"]
-    assert sum(s.ephemeral for s in analysis.heap.segments) == 1
+    assert analysis.heap.gc_mode == sample.entry["gc"]
+    assert sample.truth["server_gc"] == (sample.entry["gc"] == "server")
+    kinds = [s.kind for s in analysis.heap.segments]
+    heaps = kinds.count("soh")
+    assert set(kinds) == {"soh", "loh"} and kinds.count("loh") == heaps
+    assert sum(s.ephemeral for s in analysis.heap.segments) == heaps  # one ephemeral segment per GC heap
+    assert (heaps > 1) == (sample.entry["gc"] == "server")
 
 
 def test_string_method_table(analysis, sample):
