@@ -140,12 +140,12 @@ def batch_from_window(win, string_mt: int, profile: Profile, space, findings=Non
         pad = u32[(io - o.header_size) // 4].astype(np.uint64) if o.header_size == 8 else None
         u16 = np.frombuffer(data, dtype="<u2", count=len(data) // 2)
         terminated = u16[(ic + 2 * il) // 2] == 0
-        out.append(StringBatch(profile, string_mt, (win.base + io).astype(np.uint64), il.astype(np.int64), headers,
+        out.append(StringBatch(profile, string_mt, np.uint64(win.base) + io.astype(np.uint64), il.astype(np.int64), headers,
                                np.full(len(io), win.segment.large), data, ic.astype(np.int64), pad, terminated))
     if (~inside).any():
         from .strings import read_strings
 
-        objs = read_strings(space, profile, (int(win.base + x) for x in offs[~inside]), win.segment.large, findings)
+        objs = read_strings(space, profile, (win.base + int(x) for x in offs[~inside]), win.segment.large, findings)
         if objs:
             out.append(batch_from_objects(profile, objs))
     return out

@@ -259,7 +259,7 @@ def _object_ends(dump: Dump, mts: MethodTables, wanted: set) -> set:
         counts = np.frombuffer(data, dtype=end32, count=(n * ptr) // 4, offset=head)[(pos * ptr + ptr) // 4]
         size = base[k] + comp[k] * counts.astype(np.int64)
         size = np.maximum((size + align) & ~align, p.object.min_object_size)
-        ends = (addr + head + pos.astype(np.int64) * ptr + size).astype(np.uint64)
+        ends = np.uint64(addr + head) + (pos.astype(np.int64) * ptr + size).astype(np.uint64)  # addresses may not fit int64
         found.update(int(e) for e in ends[np.isin(ends, want)])
     return found
 

@@ -137,7 +137,17 @@ def synthetic_gcdacvars_lookalike() -> bytes:
     return bytes(data)
 
 
+def synthetic_high_addresses() -> bytes:
+    """Module, MethodTables and heap all above 2**63 (addresses do not fit a signed 64-bit integer)."""
+    p = select_profile("coreclr", "x64", "3.1.23")
+    h = SynthHeap(p, mt_base=0xFFFF_8000_0000_1000)
+    for i in range(20):
+        h.add_string("high" * (i % 5))
+    return build_minidump(p, h, module_base=0xFFFF_9000_0000_0000, segment_base=0xFFFF_A000_0000_0000)
+
+
 HOSTILE = {
+    "synthetic-high-addresses.dmp": synthetic_high_addresses,
     "minidump-huge-counts.dmp": minidump_huge_counts,
     "minidump-streams-past-the-end.dmp": minidump_streams_past_the_end,
     "minidump-overlapping-memory.dmp": minidump_overlapping_memory,

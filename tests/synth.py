@@ -40,10 +40,10 @@ def string_span(profile: Profile, value: str, method_table: int, sync: int = 0, 
 
 
 class SynthHeap:
-    def __init__(self, profile: Profile):
+    def __init__(self, profile: Profile, mt_base: int | None = None):
         self.profile = profile
         ptr = profile.pointer_size
-        self.mt_base = MT_BASE[ptr]
+        self.mt_base = MT_BASE[ptr] if mt_base is None else mt_base
         self.heap_base = HEAP_BASE[ptr]
         self.mts = bytearray()
         self.heap = bytearray()

@@ -18,6 +18,7 @@ from clrlayout.readers.minidump import (MINIDUMP_DIRECTORY, MINIDUMP_HEADER, MIN
                                         MINIDUMP_MEMORY_DESCRIPTOR64, MINIDUMP_MODULE)
 
 MODULE_BASE = {8: 0x7FFE_1000_0000, 4: 0x6000_0000}
+SEGMENT_BASE = {8: 0x0000_0200_0000_0000, 4: 0x0200_0000}
 PAGE = 0x1000
 
 
@@ -25,7 +26,8 @@ def _ptr(profile: Profile, v: int) -> bytes:
     return v.to_bytes(profile.pointer_size, "little")
 
 
-def build_minidump(profile: Profile, heap: SynthHeap, large: SynthHeap | None = None) -> bytes:
+def build_minidump(profile: Profile, heap: SynthHeap, large: SynthHeap | None = None,
+                   module_base: int | None = None, segment_base: int | None = None) -> bytes:
     ptr = profile.pointer_size
     arch = {8: 9, 4: 0}[ptr]
     layout = next(l for l in gc_interface()["layouts"] if l["major"] == 1)
@@ -46,14 +48,14 @@ def build_minidump(profile: Profile, heap: SynthHeap, large: SynthHeap | None = 
         return base, page + body, mem, end
 
     # objects carry absolute MethodTable addresses: rebuild the heaps at their final addresses
-    soh_base = 0x0200_0000 if ptr == 4 else 0x0000_0200_0000_0000
+    soh_base = SEGMENT_BASE[ptr] if segment_base is None else segment_base
     loh_base = soh_base + 0x1000_0000
     heap.heap_base = soh_base + PAGE - profile.object.header_size
     soh = segment(heap, soh_base, 0)
     loh = segment(large, loh_base, 8) if large is not None else None
 
     # --- the runtime module's data: GcDacVars, its variables, the generation table -----------------
-    mod_base = MODULE_BASE[ptr]
+    mod_base = MODULE_BASE[ptr] if module_base is None else module_base
     data = bytearray(0x3000)
     dac_at = 0x100
     vars_at = 0x400

@@ -20,7 +20,7 @@ from clrlayout.profiles import select_profile
 
 
 def fast_objects(space, mts, segments, findings=None):
-    return [(int(w.base + o), int(m), int(a)) for w in FastWalker(space, mts, findings).iter_windows(segments)
+    return [(w.base + int(o), int(m), int(a)) for w in FastWalker(space, mts, findings).iter_windows(segments)
             for o, m, a in zip(w.offsets, w.method_tables, w.aligned)]
 
 
