@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .strings import StringObject
 
 
 @dataclass(frozen=True)
@@ -58,12 +57,3 @@ class StringFilter:
                         (self.regex is not None and not self.regex.search(v)):
                     mask[i] = False
         return batch.select(mask)
-
-    def accepts(self, s: StringObject) -> bool:
-        if not self.accepts_shape(s.address, s.length):
-            return False
-        if self.contains is not None and self.contains not in s.value:
-            return False
-        if self.regex is not None and not self.regex.search(s.value):
-            return False
-        return True

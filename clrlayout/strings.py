@@ -39,7 +39,7 @@ def object_span(profile: Profile, address: int, length: int, large: bool) -> tup
 
 
 def decode_string_bytes(profile: Profile, address: int, data: bytes, large: bool = False,
-                        findings: Findings | None = None, decode_value: bool = True) -> StringObject:
+                        findings: Findings | None = None) -> StringObject:
     """Decode a string from ``data`` = its bytes from header through padding (see :func:`object_span`)."""
     structs = ClrStructs.of(profile)
     try:
@@ -68,7 +68,7 @@ def decode_string_bytes(profile: Profile, address: int, data: bytes, large: bool
         size=obj.sos_size,
         aligned_size=obj.aligned_size,
         header=header,
-        value=obj.m_FirstChar if decode_value else None,
+        value=obj.m_FirstChar,
         large=large,
         terminated=terminated,
         header_padding=pad_value,
@@ -76,18 +76,11 @@ def decode_string_bytes(profile: Profile, address: int, data: bytes, large: bool
 
 
 def read_string(space: AddressSpace, profile: Profile, address: int, large: bool = False,
-                findings: Findings | None = None, decode_value: bool = True) -> StringObject:
+                findings: Findings | None = None) -> StringObject:
     """Read and decode the string at ``address``; the length is checked against the limits first."""
     length = space.read_u32(address + profile.string.length_offset)
     space.limits.check("string length", length, "max_string_length")
     start, size = object_span(profile, address, length, large)
-    if not decode_value:
-        # only the fixed part and the terminator are read
-        head = space.read(start, profile.object.header_size + profile.string.chars_offset)
-        tail_at = address + profile.string.chars_offset + 2 * length
-        tail = space.read(tail_at, size - (tail_at - start))
-        data = head + b"\0" * (2 * length) + tail
-        return decode_string_bytes(profile, address, data, large, findings, decode_value=False)
     return decode_string_bytes(profile, address, space.read(start, size), large, findings)
 
 
