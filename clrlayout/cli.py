@@ -120,7 +120,12 @@ def _report(analysis, quiet: bool, strict: bool = False) -> None:
         raise FindingsError(f"{analysis.findings.count} heap anomalies found (--strict)")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_CODES = ("Exit codes: 0 ok; 1 findings under --strict, or a failed live check; 2 usage; 3 unreadable, "
+              "truncated or unsupported dump; 4 no .NET runtime, GC heap or System.String type found; 5 bad "
+              "layout profile; 6 output not written; 7 live runtime not installed; 70 a bug in clrlayout.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(__version__, prog_name="clrlayout")
 def cli():
     """Show how .NET objects sit in memory, byte by byte, from a crash dump (no DAC needed).
