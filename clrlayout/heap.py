@@ -89,7 +89,9 @@ class HeapWalker:
                     return
                 pos = nxt
                 continue
-            ncomp = u32(buf, off + ptr)[0] if mt.component_size else 0
+            # the length field is missing from the buffer only when the segment ends within it: the object
+            # is then cut by the segment's end whatever its length (the check below)
+            ncomp = u32(buf, off + ptr)[0] if mt.component_size and off + ptr + 4 <= len(buf) else 0
             size = mt.base_size + mt.component_size * ncomp
             aligned = max((size + align) & ~align, min_size)
             if pos + aligned > end:

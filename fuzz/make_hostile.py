@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Write the hand-made hostile dumps of tests/corpus/regressions/ (one per hazard the code guards).
+"""The hand-made hostile dumps, one per hazard the code guards (tests/test_robustness.py builds them).
 
-    python fuzz/make_hostile.py [OUT_DIR]
+    python fuzz/make_hostile.py OUT_DIR          # write them, to look at or to seed a fuzzer
+    python fuzz/make_hostile.py --regressions    # rewrite the reduced fuzz crashers of tests/corpus/regressions/
 
-Crashers found by the fuzz campaign are added to the same folder, under their libFuzzer names.
+Crashers found by the fuzz campaign are kept in tests/corpus/regressions/ (libFuzzer's file, renamed to say
+what it hit), and the suite runs every file there.  A crasher reduced to a generator is listed in
+REGRESSIONS, and the suite checks that the kept file is still what the generator writes.
 """
 
 from __future__ import annotations
@@ -138,7 +141,10 @@ def synthetic_gcdacvars_lookalike() -> bytes:
 
 
 def synthetic_high_addresses() -> bytes:
-    """Module, MethodTables and heap all above 2**63 (addresses do not fit a signed 64-bit integer)."""
+    """Module, MethodTables and heap all above 2**63 (addresses do not fit a signed 64-bit integer).
+
+    The reduction of the campaign's first crasher: an OverflowError in numpy index arithmetic (fixed in
+    77818e8, address arithmetic in uint64)."""
     p = select_profile("coreclr", "x64", "3.1.23")
     h = SynthHeap(p, mt_base=0xFFFF_8000_0000_1000)
     for i in range(20):
@@ -147,7 +153,6 @@ def synthetic_high_addresses() -> bytes:
 
 
 HOSTILE = {
-    "synthetic-high-addresses.dmp": synthetic_high_addresses,
     "minidump-huge-counts.dmp": minidump_huge_counts,
     "minidump-streams-past-the-end.dmp": minidump_streams_past_the_end,
     "minidump-overlapping-memory.dmp": minidump_overlapping_memory,
@@ -161,12 +166,23 @@ HOSTILE = {
 }
 
 
+REGRESSIONS = {
+    "crash-overflow-high-addresses.dmp": synthetic_high_addresses,
+}
+
+
 def main() -> int:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests" / "corpus" / "regressions"
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if sys.argv[1] == "--regressions":
+        out, made = ROOT / "tests" / "corpus" / "regressions", REGRESSIONS
+    else:
+        out, made = Path(sys.argv[1]), HOSTILE
     out.mkdir(parents=True, exist_ok=True)
-    for name, make in HOSTILE.items():
+    for name, make in made.items():
         (out / name).write_bytes(make())
-    print(f"{len(HOSTILE)} hostile dumps in {out}")
+    print(f"{len(made)} dumps in {out}")
     return 0
 
 

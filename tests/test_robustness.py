@@ -6,6 +6,7 @@ campaign is fuzz/fuzz_clrlayout.py; its crashers become files in tests/corpus/re
 from __future__ import annotations
 
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -180,24 +181,33 @@ def test_every_truncation_point(entry, tmp_path, capsys):
     assert outcomes.get(0, 0) > 0 and set(outcomes) <= ALLOWED
 
 
-def _hostile():
-    import sys
-
+def _make_hostile():
+    """fuzz/make_hostile.py, the generators of the hostile dumps and of the reduced fuzz crashers."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-    import make_hostile
+    try:
+        import make_hostile
+    finally:
+        sys.path.pop(0)
+    return make_hostile
 
-    return make_hostile.HOSTILE
 
-
-@pytest.mark.parametrize("name", sorted(_hostile()))
+@pytest.mark.parametrize("name", sorted(_make_hostile().HOSTILE))
 def test_hostile_inputs(name, tmp_path, capsys):
     """One hand-made dump per hazard the code guards against (fuzz/make_hostile.py)."""
     path = tmp_path / name
-    path.write_bytes(_hostile()[name]())
+    path.write_bytes(_make_hostile().HOSTILE[name]())
     run_all(path, capsys)
 
 
-def test_fuzz_regressions(capsys):
+@pytest.mark.parametrize("name", sorted(p.name for p in REGRESSIONS.glob("*.*")))
+def test_fuzz_regressions(name, capsys):
     """Inputs the long fuzz campaign (fuzz/fuzz_clrlayout.py) once crashed on, kept in tests/corpus/regressions/."""
-    for path in sorted(REGRESSIONS.glob("*")) if REGRESSIONS.exists() else []:
-        run_all(path, capsys)
+    run_all(REGRESSIONS / name, capsys)
+
+
+def test_reduced_regressions_are_kept():
+    """The reduced crashers are in tests/corpus/regressions/, byte for byte what their generators give."""
+    reduced = _make_hostile().REGRESSIONS
+    assert reduced
+    for name, make in reduced.items():
+        assert (REGRESSIONS / name).read_bytes() == make(), name
