@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
+
 from .addrspace import AddressSpace
 from .findings import FindingKind, Findings
 from .gcheap import Segment
@@ -39,6 +41,7 @@ class HeapWalker:
         e = "<" if space.little_endian else ">"
         self._word = struct.Struct(e + ("Q" if ptr == 8 else "I"))
         self._u32 = struct.Struct(e + "I")
+        self._np_word = np.dtype(e + ("u8" if ptr == 8 else "u4"))
 
     def iter_objects(self, segments) -> Iterator[HeapObject]:
         for seg in segments:
@@ -108,11 +111,14 @@ class HeapWalker:
         return max(r.start, pos + 1)
 
     def _resync(self, pos: int, end: int, seg: Segment, buf: bytes = b"", buf_start: int = 0) -> int | None:
-        """The next address >= pos, pointer-aligned, whose word is a valid MethodTable (None: segment end)."""
+        """The next address >= pos, pointer-aligned, whose word is a valid MethodTable (None: segment end).
+
+        Each window is looked at once: its non-zero words are found by numpy and only they are checked,
+        so that a segment full of garbage costs one MethodTable probe per word, not a copy per word."""
         ptr = self.profile.pointer_size
         unmask = ~self.profile.object.method_table_unmask
         pos += (-pos) % ptr
-        word = self._word.unpack_from
+        get_mt = self.mts.get
         while pos < end:
             off = pos - buf_start
             if off < 0 or off + ptr > len(buf):
@@ -126,27 +132,10 @@ class HeapWalker:
                     pos = nxt + (-nxt) % ptr
                     buf = b""
                     continue
-            # skip zero words quickly
-            chunk = memoryview(buf)[off:]
-            nz = _first_nonzero_word(chunk, ptr)
-            if nz is None:
-                pos = buf_start + len(buf)
-                pos += (-pos) % ptr
-                continue
-            pos += nz
-            off = pos - buf_start
-            value = word(buf, off)[0]
-            if self.mts.get(value & unmask) is not None:
-                return pos
-            pos += ptr
+            count = (len(buf) - off) // ptr
+            words = np.frombuffer(buf, dtype=self._np_word, count=count, offset=off)
+            for j in np.flatnonzero(words).tolist():
+                if get_mt(int(words[j]) & unmask) is not None:
+                    return pos + j * ptr
+            pos += count * ptr
         return None
-
-
-def _first_nonzero_word(view: memoryview, ptr: int) -> int | None:
-    """Offset of the first non-zero pointer-sized word in ``view`` (None if all zero)."""
-    data = bytes(view)
-    stripped = data.lstrip(b"\0")
-    if not stripped:
-        return None
-    first = len(data) - len(stripped)
-    return first - first % ptr

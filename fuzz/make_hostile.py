@@ -140,6 +140,18 @@ def synthetic_gcdacvars_lookalike() -> bytes:
     return bytes(data)
 
 
+def synthetic_garbage_heap() -> bytes:
+    """3 MB of random words at the start of the heap, before the only string: every word is a resync probe
+    (this once took seconds per MB, copying the rest of the window for each word)."""
+    import random
+
+    p = select_profile("coreclr", "x64", "3.1.23")
+    h = SynthHeap(p)
+    h.add_raw(random.Random(6).randbytes(3 << 20))
+    h.add_string("after the garbage")
+    return build_minidump(p, h)
+
+
 def synthetic_high_addresses() -> bytes:
     """Module, MethodTables and heap all above 2**63 (addresses do not fit a signed 64-bit integer).
 
@@ -163,6 +175,7 @@ HOSTILE = {
     "synthetic-length-bomb.dmp": synthetic_length_bomb,
     "synthetic-method-table-own-parent.dmp": synthetic_method_table_is_its_own_parent,
     "synthetic-gcdacvars-lookalike.dmp": synthetic_gcdacvars_lookalike,
+    "synthetic-garbage-heap.dmp": synthetic_garbage_heap,
 }
 
 
