@@ -4,10 +4,11 @@
     python bench/run_bench.py DUMP [--runs 5] [--verify]
 
 Each round runs, in turn: `strings -el DUMP > /dev/null`, `clrlayout stats DUMP --type System.String`,
-and `clrlayout dump DUMP --type System.String --format jsonl > /dev/null`.  Reported: median wall time,
-ratio to strings -el, strings/s, bytes/s (of the dump file), and peak RSS of each command (from wait4).
-With --verify it also checks that the string count and a digest of every value agree between runs, and
-between the vectorised walker and the per-object reference walker (CLRLAYOUT_WALKER=reference).
+and `clrlayout dump DUMP --type System.String --format jsonl > /dev/null`, the clrlayout commands both as
+they run by default (two processes on a big heap) and with --jobs 1.  Reported: median wall time, ratio to
+strings -el, strings/s, bytes/s (of the dump file), and peak RSS of each command (from wait4, which counts
+the second process too).  With --verify it also checks that the string count and a digest of every value
+agree between runs, with --jobs 1, and with the per-object reference walker (CLRLAYOUT_WALKER=reference).
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ def timed(cmd, env=None) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss
 
 
-def digest(dump: str, env=None) -> tuple[int, str]:
+def digest(dump: str, env=None, extra=()) -> tuple[int, str]:
     """Count and SHA-256 of every value (in heap order) from `dump --format jsonl`."""
     h = hashlib.sha256()
     n = 0
-    proc = subprocess.Popen(CLRLAYOUT + ["dump", dump, "--type", "System.String", "--format", "jsonl", "-q"],
+    proc = subprocess.Popen(CLRLAYOUT + ["dump", dump, "--type", "System.String", "--format", "jsonl", "-q", *extra],
                             stdout=subprocess.PIPE, env=env)
     for line in proc.stdout:
         rec = json.loads(line)
@@ -81,6 +82,8 @@ def main() -> int:
         "clrlayout dump --format jsonl": CLRLAYOUT + ["dump", args.dump, "--type", "System.String", "--format",
                                                       "jsonl", "-q"],
     }
+    commands["clrlayout stats --jobs 1"] = commands["clrlayout stats"] + ["--jobs", "1"]
+    commands["clrlayout dump --format jsonl --jobs 1"] = commands["clrlayout dump --format jsonl"] + ["--jobs", "1"]
     times: dict = {k: [] for k in commands}
     rss: dict = {k: 0 for k in commands}
     subprocess.run(["cat", args.dump], stdout=subprocess.DEVNULL, check=True)  # the same warm page cache for all
@@ -103,11 +106,13 @@ def main() -> int:
     if args.verify:
         first = digest(args.dump)
         again = digest(args.dump)
+        alone = digest(args.dump, extra=["--jobs", "1"])
         reference = digest(args.dump, env={**os.environ, "CLRLAYOUT_WALKER": "reference"})
         print(f"\nverify: vectorised walker {first[0]:,} strings sha256 {first[1][:16]}; second run "
-              f"{'same' if again == first else 'DIFFERENT'}; reference walker "
-              f"{'same' if reference == first else 'DIFFERENT'}; stats count {'same' if count == first[0] else 'DIFFERENT'}")
-        if not (again == first == reference and count == first[0]):
+              f"{'same' if again == first else 'DIFFERENT'}; --jobs 1 {'same' if alone == first else 'DIFFERENT'}; "
+              f"reference walker {'same' if reference == first else 'DIFFERENT'}; stats count "
+              f"{'same' if count == first[0] else 'DIFFERENT'}")
+        if not (again == first == alone == reference and count == first[0]):
             return 1
     return 0
 

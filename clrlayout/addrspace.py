@@ -97,6 +97,17 @@ class AddressSpace:
             kept.append(r)
         self._regions = kept
         self._starts = [r.start for r in kept]
+        # reads go by spans: regions that follow each other both in memory and in the file, merged
+        # (createdump writes a core as thousands of adjacent 4 KB-aligned segments)
+        spans: list[Region] = []
+        for r in kept:
+            last = spans[-1] if spans else None
+            if last is not None and r.start == last.end and r.offset == last.offset + last.size:
+                spans[-1] = Region(last.start, last.size + r.size, last.offset)
+            else:
+                spans.append(r)
+        self._spans = spans
+        self._span_starts = [r.start for r in spans]
         e = "<" if little_endian else ">"
         self._ptr = struct.Struct(e + ("Q" if pointer_size == 8 else "I"))
         self._u32 = struct.Struct(e + "I")
@@ -165,16 +176,16 @@ class AddressSpace:
             return b"", None
         if size > self.limits.max_read:
             raise LimitExceeded("read size", size, self.limits.max_read)
-        i = bisect.bisect_right(self._starts, address) - 1
-        if i < 0 or address >= self._regions[i].end:
+        i = bisect.bisect_right(self._span_starts, address) - 1
+        if i < 0 or address >= self._spans[i].end:
             return b"", address
         parts = []
         pos = address
         end = address + size
         while pos < end:
-            if i >= len(self._regions) or self._regions[i].start > pos:
+            if i >= len(self._spans) or self._spans[i].start > pos:
                 return b"".join(parts), pos
-            r = self._regions[i]
+            r = self._spans[i]
             n = min(end, r.end) - pos
             data = self.source.pread(r.offset + (pos - r.start), n)
             parts.append(data)

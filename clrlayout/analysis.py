@@ -118,23 +118,47 @@ class Analysis:
         if os.environ.get("CLRLAYOUT_WALKER") == "reference":  # the per-object walker (benchmarks, checks)
             yield from _reference_batches(self)
             return
+        for win in self.iter_windows(progress):
+            yield from self.window_batches(win)
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the strings come window by window from the vectorised walk (see iter_windows)."""
+        return self.heap.exact and os.environ.get("CLRLAYOUT_WALKER") != "reference"
+
+    def heap_steps(self, progress=None):
+        """The vectorised walk of the exact heap as steps from cursor to cursor (``fastwalk.HeapSteps``):
+        two processes can take turns walking it (``parallel.py``)."""
+        from .fastwalk import FastWalker, HeapSteps
+
+        self.string_method_table()
+        return HeapSteps(FastWalker(self.dump.memory, self.mts, self.findings, progress), self.heap.segments)
+
+    def iter_windows(self, progress=None):
+        """Every window of the vectorised heap walk that holds objects, in heap order."""
+        steps = self.heap_steps(progress)
+        cursor = steps.first()
+        while cursor is not None:
+            win, cursor = steps.run(cursor)
+            if win is not None:
+                yield win
+
+    def window_batches(self, win):
+        """The strings of one window of :meth:`iter_windows`, in batches; their anomalies are findings."""
         from .batches import batch_from_window
-        from .fastwalk import FastWalker
         from .findings import FindingKind
 
-        string_mt = self.string_method_table()
-        walker = FastWalker(self.dump.memory, self.mts, self.findings, progress)
-        for win in walker.iter_windows(self.heap.segments):
-            for batch in batch_from_window(win, string_mt, self.profile, self.dump.memory, self.findings):
-                if batch.terminated is not None and not batch.terminated.all():
-                    for i in np.flatnonzero(~batch.terminated):
-                        self.findings.add(FindingKind.STRING_NOT_TERMINATED, int(batch.addresses[i]),
-                                          f"no zero terminator after {int(batch.lengths[i])} characters")
-                if batch.header_padding is not None and batch.header_padding.any():
-                    for i in np.flatnonzero(batch.header_padding):
-                        self.findings.add(FindingKind.STRING_BAD_HEADER_PADDING, int(batch.addresses[i]),
-                                          f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
-                yield batch
+        for batch in batch_from_window(win, self.string_method_table(), self.profile, self.dump.memory,
+                                       self.findings):
+            if batch.terminated is not None and not batch.terminated.all():
+                for i in np.flatnonzero(~batch.terminated):
+                    self.findings.add(FindingKind.STRING_NOT_TERMINATED, int(batch.addresses[i]),
+                                      f"no zero terminator after {int(batch.lengths[i])} characters")
+            if batch.header_padding is not None and batch.header_padding.any():
+                for i in np.flatnonzero(batch.header_padding):
+                    self.findings.add(FindingKind.STRING_BAD_HEADER_PADDING, int(batch.addresses[i]),
+                                      f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
+            yield batch
 
     def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
         """Every System.String of the heap, in address order within each segment."""

@@ -49,6 +49,10 @@ def warn(message: str) -> None:
 
 # --- shared options ---------------------------------------------------------------------------------
 
+jobs_option = click.option(
+    "--jobs", type=click.IntRange(min=1, max=2), default=None,
+    help="Processes that share the heap walk (default: 2 for heaps of 64 MB or more on a machine with two "
+         "cores). The results are the same either way.")
 mt_option = click.option("--mt", type=ADDRESS, default=None,
                          help="Use this System.String MethodTable instead of finding it.")
 profile_option = click.option("--profile", "profile", default=None, metavar="NAME[@VERSION]",
@@ -169,55 +173,93 @@ def info(file, fmt, mt, profile, heap, quiet):
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Stop after N objects.")
 @click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
+@jobs_option
 @scan_options
-def dump(file, type_name, fmt, limit, layout, strict, min_length, max_length, contains, regex, address_range,
+def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_length, contains, regex, address_range,
          mt, profile, heap, quiet):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
-    from .present import jsonout, text
+    from . import parallel
+    from .present import text
 
     _type_check(type_name)
     with _open(file, mt, profile, heap) as a:
         ptr = a.profile.pointer_size
-        count = size = aligned = 0
         selected = make_filter(min_length, max_length, contains, regex, address_range)
         if fmt == "table" and not layout:
             out(text.dumpheap_header(ptr))
-        csv_out = None
         if fmt == "csv":
-            import csv
-
-            csv_out = csv.writer(sys.stdout, lineterminator="\n")
-            csv_out.writerow(["address", "method_table", "size", "aligned_size", "length", "header", "value"])
-        stdout = sys.stdout.buffer
+            out("address,method_table,size,aligned_size,length,header,value")
+        render = _batch_renderer(fmt, ptr)
         progress = _progress(a, enabled=fmt == "table")
-        for batch in a.iter_batches(progress.advance):
-            progress.found(len(batch))
-            batch = selected.apply(batch)
-            if limit is not None and count + len(batch) > limit:
-                batch = batch.select(np.arange(len(batch)) < limit - count)
-            if not len(batch):
-                if limit is not None and count >= limit:
-                    break
-                continue
-            count += len(batch)
-            size += int(batch.sizes.sum())
-            aligned += int(batch.aligned_sizes.sum())
-            if fmt == "jsonl":
-                sys.stdout.flush()
-                stdout.write(jsonout.batch_lines(batch))
-                continue
-            for s in batch.objects():
-                if csv_out is not None:
-                    csv_out.writerow([f"{s.address:#x}", f"{s.method_table:#x}", s.size, s.aligned_size, s.length,
-                                      s.header, jsonout.csv_value(s.value)])
-                elif layout:
-                    _print_layout(a, s)
+        if not layout and limit is None and a.windowed:
+            def render_window(win):
+                step = parallel.StepOutput()
+                chunks = []
+                for batch in a.window_batches(win):
+                    batch = selected.apply(batch)
+                    if len(batch):
+                        step.count += len(batch)
+                        step.size += int(batch.sizes.sum())
+                        step.aligned += int(batch.aligned_sizes.sum())
+                        chunks.append(render(batch))
+                step.data = b"".join(chunks)
+                return step
+
+            sys.stdout.flush()
+            count, size, aligned = parallel.run_steps(a, render_window, share=parallel.can_share(a, jobs),
+                                                      progress=progress.advance, on_found=progress.found)
+        else:
+            count = size = aligned = 0
+            for batch in a.iter_batches(progress.advance):
+                progress.found(len(batch))
+                batch = selected.apply(batch)
+                if limit is not None and count + len(batch) > limit:
+                    batch = batch.select(np.arange(len(batch)) < limit - count)
+                if not len(batch):
+                    if limit is not None and count >= limit:
+                        break
+                    continue
+                count += len(batch)
+                size += int(batch.sizes.sum())
+                aligned += int(batch.aligned_sizes.sum())
+                if layout:
+                    for s in batch.objects():
+                        _print_layout(a, s)
                 else:
-                    out(text.dumpheap_line(s, ptr))
+                    sys.stdout.flush()
+                    parallel.write_out(render(batch))
         progress.close()
         if fmt == "table":
             out(text.total_line(count, size, aligned))
         _report(a, quiet, strict)
+
+
+def _batch_renderer(fmt: str, ptr: int):
+    """batch -> the bytes of its lines on stdout, for --format table, csv or jsonl."""
+    from .present import jsonout, text
+
+    if fmt == "jsonl":
+        return jsonout.batch_lines
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    errors = getattr(sys.stdout, "errors", None) or "strict"
+    if fmt == "csv":
+        import csv
+        import io
+
+        def render_csv(batch) -> bytes:
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            for s in batch.objects():
+                w.writerow([f"{s.address:#x}", f"{s.method_table:#x}", s.size, s.aligned_size, s.length,
+                            s.header, jsonout.csv_value(s.value)])
+            return buf.getvalue().encode(encoding, errors)
+
+        return render_csv
+
+    def render_table(batch) -> bytes:
+        return "".join(text.dumpheap_line(s, ptr) + "\n" for s in batch.objects()).encode(encoding, errors)
+
+    return render_table
 
 
 def _progress(a, enabled: bool):
@@ -254,9 +296,10 @@ def _print_layout(a, s) -> None:
 @click.option("--duplicates", is_flag=True, help="List values that occur more than once, by wasted bytes.")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many duplicated values to list (0: all); totals always count all.")
+@jobs_option
 @scan_options
-def stats(file, type_name, fmt, duplicates, top, strict, min_length, max_length, contains, regex, address_range,
-          mt, profile, heap, quiet):
+def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_length, contains, regex,
+          address_range, mt, profile, heap, quiet):
     """Totals, where the bytes go, length histogram and largest strings; or exact duplicates and their waste."""
     from .present import stats as present
     from .stats import DuplicateCollector, StatsCollector
@@ -267,12 +310,33 @@ def stats(file, type_name, fmt, duplicates, top, strict, min_length, max_length,
         collector = StatsCollector(a.profile, top=10)
         dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
         with _progress(a, enabled=fmt == "table") as progress:
-            for batch in a.iter_batches(progress.advance):
-                progress.found(len(batch))
-                batch = selected.apply(batch)
-                collector.add(batch)
-                if dups is not None:
-                    dups.add(batch)
+            if a.windowed:
+                from . import parallel
+
+                def collect(win):  # one step's statistics, merged in heap order by absorb
+                    part = StatsCollector(a.profile, top=10)
+                    dpart = DuplicateCollector(a.profile, None) if duplicates else None
+                    for batch in a.window_batches(win):
+                        batch = selected.apply(batch)
+                        part.add(batch)
+                        if dpart is not None:
+                            dpart.add(batch)
+                    return parallel.StepOutput(count=part.count, extra=(part, dpart))
+
+                def absorb(extra):
+                    collector.merge(extra[0])
+                    if dups is not None:
+                        dups.merge(extra[1])
+
+                parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+                                   progress=progress.advance, on_found=progress.found, absorb=absorb)
+            else:
+                for batch in a.iter_batches(progress.advance):
+                    progress.found(len(batch))
+                    batch = selected.apply(batch)
+                    collector.add(batch)
+                    if dups is not None:
+                        dups.add(batch)
         result = collector.finish()
         found = dups.finish() if dups is not None else None
         for line in present.render(a, result, found, fmt, top):
@@ -387,6 +451,12 @@ def main(argv=None) -> int:
         return int(rv or 0)
     except click.exceptions.Exit as e:
         return e.exit_code
+    except SystemExit as e:
+        from click.utils import PacifyFlushWrapper
+
+        if isinstance(sys.stdout, PacifyFlushWrapper):  # click's answer to a broken pipe (`| head`): exit 1
+            return 0
+        raise
     except click.ClickException as e:
         e.show()
         return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code

@@ -29,6 +29,7 @@ from .gcheap import Segment
 from .methodtable import MethodTables
 
 TAIL = 64  # bytes read past a window, so that the last object's fixed fields are in the buffer
+LEARN_SPAN = 256 * 1024  # after learning a MethodTable, candidates are first recomputed this far
 
 
 @dataclass
@@ -55,6 +56,39 @@ class _Table:
         self.size = len(known)
         self.lo = int(self.addresses[0]) if self.size else 1
         self.hi = int(self.addresses[-1]) if self.size else 0
+
+
+Cursor = tuple  # (segment index, address of the object a step starts at)
+
+
+class HeapSteps:
+    """A whole heap's walk as steps from cursor to cursor, each step one window of :meth:`FastWalker.step`."""
+
+    def __init__(self, walker: "FastWalker", segments):
+        self.walker = walker
+        self.segments = list(segments)
+
+    def first(self) -> Cursor | None:
+        return self._normal(0, self.segments[0].start if self.segments else None)
+
+    def run(self, cursor: Cursor, findings: Findings | None = None) -> tuple[WindowObjects | None, Cursor | None]:
+        """One step: its objects (None: none) and the next cursor (None: the walk is over).  ``findings``
+        receives the step's findings instead of the walker's own."""
+        index, pos = cursor
+        saved = self.walker.findings
+        if findings is not None:
+            self.walker.findings = findings
+        try:
+            win, nxt = self.walker.step(self.segments[index], pos)
+        finally:
+            self.walker.findings = saved
+        return win, self._normal(index, nxt)
+
+    def _normal(self, index: int, pos: int | None) -> Cursor | None:
+        while index < len(self.segments) and (pos is None or pos >= self.segments[index].end):
+            index += 1
+            pos = self.segments[index].start if index < len(self.segments) else None
+        return None if index >= len(self.segments) else (index, pos)
 
 
 class FastWalker:
@@ -85,23 +119,30 @@ class FastWalker:
             yield from self.iter_segment(seg)
 
     def iter_segment(self, seg: Segment) -> Iterator[WindowObjects]:
+        pos = seg.start
+        while pos is not None and pos < seg.end:
+            result, pos = self.step(seg, pos)
+            if result is not None:
+                yield result
+
+    def step(self, seg: Segment, pos: int) -> tuple[WindowObjects | None, int | None]:
+        """Walk one window of ``seg`` from the object at ``pos``: its objects (None: none), and where the walk
+        goes on (None: the segment is done).  The next window depends only on ``(seg, pos)``, so that two
+        processes can take turns walking one heap (``parallel.py``)."""
         p = self.profile
         hs = p.object.header_size
         ptr = p.pointer_size
-        window = self.space.limits.window
-        pos = seg.start
-        while pos is not None and pos < seg.end:
-            base = pos - hs
-            want = min(seg.end, pos + window) + TAIL - base
-            data = self.space.read_available(base, want)
-            if len(data) < min(hs + 2 * ptr, seg.end - base):
-                pos = self._missing(pos, seg)
-                continue
-            result, pos = self._window(seg, base, data, pos, min(seg.end, pos + window))
-            if self.progress is not None:
-                self.progress(min(pos if pos is not None else seg.end, seg.end) - (base + hs))
-            if result is not None and len(result.offsets):
-                yield result
+        base = pos - hs
+        want = min(seg.end, pos + self.space.limits.window) + TAIL - base
+        data = self.space.read_available(base, want)
+        if len(data) < min(hs + 2 * ptr, seg.end - base):
+            return None, self._missing(pos, seg)
+        result, nxt = self._window(seg, base, data, pos, min(seg.end, pos + self.space.limits.window))
+        if self.progress is not None:
+            self.progress(min(nxt if nxt is not None else seg.end, seg.end) - (base + hs))
+        if result is None or not len(result.offsets):
+            return None, nxt
+        return result, nxt
 
     # --- one window ------------------------------------------------------------------------------
 
@@ -132,16 +173,21 @@ class FastWalker:
 
         little = words.dtype.byteorder in ("<", "=") and np.little_endian or words.dtype.byteorder == "<"
 
-        def candidates(start: int = 0):
-            """Candidate arrays for the words from byte offset ``start`` on."""
+        computed = 0  # candidates are known for the words before this byte offset
+
+        def candidates(start: int = 0, span: int | None = None):
+            """Candidate arrays for the words from byte offset ``start`` on (``span``: only that many bytes)."""
+            nonlocal computed
             t = self.table()
             first = start // ptr
-            view = words[first:]
+            last = len(words) if span is None else min(len(words), (start + span) // ptr)
+            computed = last * ptr
+            view = words[first:last]
             if not t.size:
                 idx = np.zeros(0, dtype=np.int64)
             elif ptr == 8 and little and (t.lo >> 32) == ((t.hi + gc_bits) >> 32):
                 # all MethodTables share their upper half (one loader-heap region): compare 32-bit halves
-                high = np.frombuffer(data, dtype=self.u32, count=2 * len(words))[2 * first + 1 :: 2]
+                high = np.frombuffer(data, dtype=self.u32, count=2 * len(words))[2 * first + 1 : 2 * last : 2]
                 idx = np.flatnonzero(high == np.uint32(t.lo >> 32))
                 low = view[idx] & wtype(0xFFFFFFFF)
                 idx = idx[(low >= wtype(t.lo & 0xFFFFFFFF)) & (low <= wtype((t.hi + gc_bits) & 0xFFFFFFFF))]
@@ -149,7 +195,6 @@ class FastWalker:
                 # words in [lo, hi + GC bits]: one subtraction and one unsigned comparison
                 idx = np.flatnonzero((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
             idx = idx + first
-            m = words[idx] & wtype(unmask)
             m = words[idx] & wtype(unmask)
             k = np.minimum(np.searchsorted(t.addresses, m), max(t.size - 1, 0))
             ok = t.addresses[k] == m if t.size else np.zeros(len(idx), dtype=bool)
@@ -171,9 +216,12 @@ class FastWalker:
             return offs, t.addresses[k], counts, aligned, nxt, breaks
 
         offs, mtv, counts, aligned, nxt, breaks = candidates()
+        full = len(words) * ptr
         cur = pos - base
         end_of_walk = False
         while cur < stop:
+            if cur >= computed and computed < full:  # past a short look-ahead: the rest of the window
+                offs, mtv, counts, aligned, nxt, breaks = candidates(cur)
             i = int(np.searchsorted(offs, cur))
             if i < len(offs) and offs[i] == cur:
                 b = int(breaks[np.searchsorted(breaks, i)])  # the last index has no successor: always a break
@@ -202,11 +250,17 @@ class FastWalker:
             raw = int(words[cur // ptr])
             if raw:
                 mt = self.mts.get(raw & unmask)
-                if mt is not None:  # a valid MethodTable not seen before: learn it, recompute from here
-                    offs, mtv, counts, aligned, nxt, breaks = candidates(cur)
+                if mt is not None:  # a valid MethodTable not seen before: learn it, recompute from here (a
+                    # short look-ahead first: the first windows learn dozens of MethodTables in a row)
+                    offs, mtv, counts, aligned, nxt, breaks = candidates(cur, LEARN_SPAN)
                     continue
                 self.findings.add(FindingKind.BAD_METHOD_TABLE, base + cur, f"{raw:#x} is not a valid MethodTable")
-            nxt_cur = self._resync_in(words, cur + ptr, stop, offs, unmask)
+            start = cur + ptr
+            nxt_cur = self._resync_in(words, start, min(stop, computed), offs, unmask)
+            while nxt_cur is None and computed < min(stop, full):  # candidates were known only so far
+                start = max(start, computed)
+                offs, mtv, counts, aligned, nxt, breaks = candidates(start)
+                nxt_cur = self._resync_in(words, start, stop, offs, unmask)
             if nxt_cur is None:
                 # nothing more in this window: look further in the segment
                 found = self._resync_beyond(base + max(cur + ptr, stop), seg)

@@ -89,6 +89,23 @@ class StatsCollector:
             elif item > self._largest[0]:
                 heapq.heapreplace(self._largest, item)
 
+    def merge(self, other: "StatsCollector") -> None:
+        """Add what another collector saw (another part of the heap)."""
+        self.count += other.count
+        self.size += other.size
+        self.aligned += other.aligned
+        self.length += other.length
+        self.hist_count += other.hist_count
+        self.hist_bytes += other.hist_bytes
+        for name, (count, size) in other.heaps.items():
+            self.heaps[name][0] += count
+            self.heaps[name][1] += size
+        for item in other._largest:
+            if len(self._largest) < self.top:
+                heapq.heappush(self._largest, item)
+            elif item > self._largest[0]:
+                heapq.heapreplace(self._largest, item)
+
     def finish(self) -> StringStats:
         fixed = per_object_bytes(self.profile)
         breakdown = {k: 0 for k in BREAKDOWN_KEYS}
@@ -141,6 +158,15 @@ class DuplicateCollector:
             self._hashes.append(batch.hashes())
             self._lengths.append(batch.lengths.astype(np.int64))
             self._addresses.append(batch.addresses.astype(np.uint64))
+
+    def merge(self, other: "DuplicateCollector") -> None:
+        """Add what another collector saw (another part of the heap)."""
+        self._hashes += other._hashes
+        self._lengths += other._lengths
+        self._addresses += other._addresses
+
+    def __getstate__(self) -> dict:  # to another process: the arrays, not the dump
+        return {**self.__dict__, "space": None}
 
     def _raw(self, address: int, length: int) -> bytes:
         return self.space.read(address + self.profile.string.chars_offset, 2 * length)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import SAMPLES, units_to_str
+from conftest import SAMPLES, manifest, units_to_str
 
 from clrlayout.cli import main
 
@@ -174,3 +175,18 @@ def test_filters_compose(capsys, sample):
     assert [(r["address"], r["value"], r["header"]) for r in got] == [(hex(a), "ddd", 1)]
     code, _, err = run(capsys, "dump", sample.path, "--regex", "(")
     assert code == 2 and "not a valid regular expression" in err
+
+
+def test_reader_that_leaves_is_not_an_error():
+    """`clrlayout dump ... | head`: exit 0 and nothing on stderr (--layout: far more than a pipe holds; two
+    processes: the reader leaves before the first line)."""
+    sample = str(SAMPLES / manifest()[0]["file"])
+    env = dict(os.environ, CLRLAYOUT_LIMITS="scan_window=4K")
+    for args, lines in ((["--layout"], 1), (["--format", "jsonl", "--jobs", "2"], 0)):
+        p = subprocess.Popen([sys.executable, "-m", "clrlayout", "dump", sample, *args], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(lines):
+            assert p.stdout.readline()
+        p.stdout.close()
+        assert p.wait(timeout=60) == 0
+        assert p.stderr.read() == b""

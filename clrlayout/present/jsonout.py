@@ -10,6 +10,7 @@ import json
 import re
 
 from ..strings import StringObject
+from ..structs import decode_utf16
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -43,69 +44,114 @@ def csv_value(value: str) -> str:
 
 
 # --- the JSON Lines fast path -----------------------------------------------------------------------
+#
+# Millions of lines, so no Python code runs per line: every line of a batch is one copy of a byte
+# template, filled by a single ``template % args`` call.  The characters of a plain string (printable
+# ASCII but " and \\, the most common case) are the low bytes of its UTF-16 units, cut from one low-byte
+# image of the batch's buffer; any other string's line is made whole by string_line.
 
-# UTF-16 units that need no JSON escape and are one byte in UTF-8: printable ASCII except " and \\
-_PLAIN = bytes(b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C))
-_NOT_PLAIN = None
+
+class _Middles(dict):
+    """(length << 1 | on the LOH) -> the bytes between the address and the value, made once per key."""
+
+    def __init__(self, batch):
+        super().__init__()
+        self.profile = batch.profile
+        self.mt = b'", "method_table": "0x%x", "size": ' % batch.method_table
+
+    def __missing__(self, key: int) -> bytes:
+        p, length = self.profile, key >> 1
+        size = p.string.base_size + p.string.component_size * length
+        align = (p.object.large_object_alignment if key & 1 else p.object.alignment) - 1
+        aligned = max((size + align) & ~align, p.object.min_object_size)
+        value = self[key] = self.mt + b'%d, "aligned_size": %d, "length": %d, "value": "' % (size, aligned, length)
+        return value
 
 
-def _plain_strings(batch):
-    """Which strings of a batch are plain ASCII, for the whole batch at once (a table look-up of every
-    unit, summed per string with ``add.reduceat``)."""
+def _plain_strings(batch, units):
+    """Which strings of a batch are plain: every unit printable ASCII but " and \\ (arithmetic on the whole
+    buffer, then one ``logical_or.reduceat`` per string)."""
     import numpy as np
 
-    global _NOT_PLAIN
-    if _NOT_PLAIN is None:
-        _NOT_PLAIN = np.ones(65536, dtype=np.uint8)
-        _NOT_PLAIN[np.frombuffer(_PLAIN, dtype=np.uint8)] = 0
     n = len(batch)
-    units = np.frombuffer(batch.data, dtype="<u2", count=len(batch.data) // 2)
     if not n or not len(units):
         return np.ones(n, dtype=bool)
+    bad = (units - np.uint16(0x20)) >= np.uint16(0x5F)
+    bad |= units == 0x22
+    bad |= units == 0x5C
     start = batch.char_offsets // 2
+    end = start + batch.lengths
     bounds = np.empty(2 * n, dtype=np.int64)
     bounds[0::2] = start
-    bounds[1::2] = start + batch.lengths
-    bad = np.add.reduceat(_NOT_PLAIN[units], np.minimum(bounds, len(units) - 1), dtype=np.int64)[0::2]
-    bad[batch.lengths == 0] = 0
+    bounds[1::2] = end
+    any_bad = np.logical_or.reduceat(bad, np.minimum(bounds, len(units) - 1))[0::2]
+    any_bad[batch.lengths == 0] = False
     # a string that reaches the buffer's last unit: reduceat stops one short; check it exactly
-    last = bounds[1::2] >= len(units)
-    for i in np.flatnonzero(last):
-        bad[i] = int(_NOT_PLAIN[units[start[i] : start[i] + batch.lengths[i]]].sum())
-    return bad == 0
+    for i in np.flatnonzero(end >= len(units)):
+        any_bad[i] = bool(bad[start[i] : end[i]].any())
+    return ~any_bad
+
+
+_HEAD = b'{"address": "0x'
+_HEX = b"0123456789abcdef"
+
+
+def _prefixes(addresses, head: bytes) -> list:
+    """head + hex(address) for every address: one fixed-width numpy table when the addresses are all as
+    wide in hex (the usual case)."""
+    import numpy as np
+
+    a = addresses.astype(np.uint64)
+    width = max(1, (int(a.max()).bit_length() + 3) // 4)
+    if width != max(1, (int(a.min()).bit_length() + 3) // 4):
+        return list(map((head + b"%x").__mod__, a.tolist()))
+    rows = np.empty((len(a), len(head) + width), dtype=np.uint8)
+    rows[:, : len(head)] = np.frombuffer(head, dtype=np.uint8)
+    shifts = np.arange(4 * (width - 1), -1, -4, dtype=np.uint64)
+    rows[:, len(head) :] = np.frombuffer(_HEX, dtype=np.uint8)[(a[:, None] >> shifts) & np.uint64(15)]
+    return rows.view(f"S{rows.shape[1]}").ravel().tolist()
+
+
+def _json_value(raw: bytes) -> bytes:
+    """The JSON text of a value between its quotes, as :func:`dumps` writes it in a line."""
+    text = json.dumps(decode_utf16(raw), ensure_ascii=False)[1:-1]
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+_ZERO_TAIL = b'", "header": 0}\n'
 
 
 def batch_lines(batch) -> bytes:
-    """JSON Lines for a whole batch, byte for byte what :func:`string_line` gives for each string.
+    """JSON Lines for a whole batch, byte for byte what :func:`string_line` gives for each string."""
+    import numpy as np
 
-    Plain ASCII strings (most strings) are written straight from their UTF-16 bytes; the others go
-    through :func:`string_line`."""
+    n = len(batch)
+    if not n:
+        return b""
     data = batch.data
-    mt = b'", "method_table": "0x%x", "size": ' % batch.method_table
-    addresses = batch.addresses.tolist()
-    lengths = batch.lengths.tolist()
-    sizes = batch.sizes.tolist()
-    aligned = batch.aligned_sizes.tolist()
-    headers = batch.headers.tolist()
-    offsets = batch.char_offsets.tolist()
-    plain = _plain_strings(batch).tolist()
-    middle: dict = {}  # size, aligned size and length depend on the length only
-    zero_tail = b'", "header": 0}\n'
-    lines = []
-    append = lines.append
-    for i in range(len(addresses)):
-        if not plain[i]:
-            append(string_line(batch.object(i)).encode("utf-8") + b"\n")
-            continue
-        n = lengths[i]
-        key = (n, aligned[i])
-        m = middle.get(key)
-        if m is None:
-            m = middle[key] = mt + b'%d, "aligned_size": %d, "length": %d, "value": "' % (sizes[i], aligned[i], n)
-        a = offsets[i]
-        h = headers[i]
-        if h:
-            append(b'{"address": "0x%x%s%s", "header": %d}\n' % (addresses[i], m, data[a : a + 2 * n : 2], h))
+    offsets = batch.char_offsets
+    if (offsets & 1).any():  # characters at odd offsets: none of the layouts puts them there
+        return b"".join(string_line(batch.object(i)).encode("utf-8") + b"\n" for i in range(n))
+    units = np.frombuffer(data, dtype="<u2", count=len(data) // 2)
+    plain = _plain_strings(batch, units)
+    low = np.frombuffer(data, dtype=np.uint8)[0 : 2 * len(units) : 2].tobytes()
+    start = offsets // 2
+    chars = list(map(low.__getitem__, map(slice, start.tolist(), (start + batch.lengths).tolist())))
+    keys = (batch.lengths.astype(np.int64) << 1) | batch.large
+    mids = list(map(_Middles(batch).__getitem__, keys.tolist()))
+    for i in np.flatnonzero(~plain).tolist():
+        chars[i] = _json_value(batch.raw(i))
+    # three pieces a line, each line's tail going with the next line's head; joined once
+    pieces = [None] * (3 * n + 1)
+    heads = _prefixes(batch.addresses, _ZERO_TAIL + _HEAD)
+    heads[0] = heads[0][len(_ZERO_TAIL) :]
+    pieces[-1] = _ZERO_TAIL
+    for i in np.flatnonzero(batch.headers).tolist():  # a non-zero header word: another tail
+        tail = b'", "header": %d}\n' % int(batch.headers[i])
+        if i + 1 < n:
+            heads[i + 1] = tail + heads[i + 1][len(_ZERO_TAIL) :]
         else:
-            append(b'{"address": "0x%x%s%s%s' % (addresses[i], m, data[a : a + 2 * n : 2], zero_tail))
-    return b"".join(lines)
+            pieces[-1] = tail
+    pieces[0:-1:3] = heads
+    pieces[1::3] = mids
+    pieces[2::3] = chars
+    return b"".join(pieces)

@@ -1,0 +1,61 @@
+"""The JSON Lines fast path (present/jsonout.batch_lines) writes, byte for byte, what the plain per-string
+writer (string_line, json.dumps) writes: on every string of the real samples and on hand-made hard cases."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import SAMPLES, manifest
+from synth import SynthHeap
+
+from clrlayout.analysis import open_analysis
+from clrlayout.batches import batch_from_window
+from clrlayout.fastwalk import FastWalker
+from clrlayout.findings import Findings
+from clrlayout.methodtable import MethodTables
+from clrlayout.present.jsonout import batch_lines, string_line
+from clrlayout.profiles import select_profile
+
+
+def slow_lines(batch) -> bytes:
+    return b"".join(string_line(batch.object(i)).encode("utf-8") + b"\n" for i in range(len(batch)))
+
+
+@pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
+def test_fast_lines_equal_plain_lines_on_samples(sample):
+    with open_analysis(str(SAMPLES / sample)) as a:
+        batches = list(a.iter_batches())
+    assert sum(len(b) for b in batches) > 30
+    for batch in batches:
+        assert batch_lines(batch) == slow_lines(batch)
+
+
+HARD = ["", "a", 'say "hi"', "back\\slash", "tab\there", "new\nline", "nul\0inside", "\x7f", "caf\u00e9",
+        "\u4e2d\u6587", "emoji \U0001F600", "lone \ud800 high", "lone \udfff low", "~ }{ ", " " * 40, "x" * 300]
+
+
+@pytest.mark.parametrize("arch", ["x64", "x86"])
+def test_fast_lines_equal_plain_lines_on_hard_strings(arch):
+    p = select_profile("coreclr", arch, "3.1.23")
+    h = SynthHeap(p)
+    for i, value in enumerate(HARD * 3):
+        h.add_string(value, sync=[0, 0x08000000 | 0x1234, 0x0C000000 | 0x2A][i % 3])
+    space = h.space()
+    mts = MethodTables(space, p)
+    findings = Findings()
+    walker = FastWalker(space, mts, findings)
+    batches = [b for win in walker.iter_windows([h.segment()])
+               for b in batch_from_window(win, h.string_mt, p, space, findings)]
+    values, headers = [], 0
+    for batch in batches:
+        fast = batch_lines(batch)
+        assert fast == slow_lines(batch)
+        values += [json.loads(line)["value"] for line in fast.decode("utf-8").splitlines()]
+        headers += np.count_nonzero(batch.headers)
+    assert values == HARD * 3 and headers == 2 * len(HARD)
+    large = batches[0].select(np.ones(len(batches[0]), dtype=bool))
+    large.large = np.ones(len(large), dtype=bool)  # the LOH's alignment changes the sizes in the line
+    assert batch_lines(large) == slow_lines(large)

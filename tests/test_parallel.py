@@ -1,0 +1,128 @@
+"""Two processes sharing the heap walk (clrlayout/parallel.py) give the serial output byte for byte: stdout
+and stderr (findings in heap order), for dump in every format and for stats, on the real samples and on
+a synthetic heap full of anomalies; also when the second process dies half-way.  Runs as subprocesses,
+since sharing needs a real stdout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SAMPLES, manifest
+from synth import SynthHeap
+from synth_dump import build_minidump
+
+from clrlayout.analysis import open_analysis
+from clrlayout.limits import limits_from_env
+from clrlayout.profiles import select_profile
+
+SMALL_WINDOWS = "scan_window=4K"  # many steps even in a small dump, so that both processes take several
+
+
+def run(args, jobs, extra_env=None, code=None):
+    env = dict(os.environ, CLRLAYOUT_LIMITS=SMALL_WINDOWS, **(extra_env or {}))
+    cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "clrlayout", *args]
+    p = subprocess.run(cmd + ["--jobs", str(jobs)], capture_output=True, env=env, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def steps(path) -> int:
+    os.environ["CLRLAYOUT_LIMITS"] = SMALL_WINDOWS
+    try:
+        with open_analysis(str(path), limits=limits_from_env()) as a:
+            s = a.heap_steps()
+            cursor, n = s.first(), 0
+            while cursor is not None:
+                _, cursor = s.run(cursor)
+                n += 1
+            return n
+    finally:
+        del os.environ["CLRLAYOUT_LIMITS"]
+
+
+def anomalous_dump(tmp_path):
+    """A synthetic heap with findings of every kind the walk and the strings give, spread over many steps."""
+    p = select_profile("coreclr", "x64", "3.1.23")
+    h = SynthHeap(p)
+    for i in range(400):
+        h.add_string(f"value {i} " + "x" * (i % 37), sync=(i * 7) % 5, terminator=1 if i % 53 == 7 else 0)
+        if i % 41 == 3:
+            h.add_raw(b"\x11" * 16)  # not an object: a finding, then a resync
+        if i % 29 == 5:
+            h.add_gap(64)
+        if i % 31 == 9:
+            h.add_free(96)
+    path = tmp_path / "anomalies.dmp"
+    path.write_bytes(build_minidump(p, h))
+    return path
+
+
+DUMP_FORMATS = [["--format", "table"], ["--format", "jsonl"], ["--format", "csv"], ["--format", "jsonl", "--min-length", "9"]]
+
+
+@pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
+@pytest.mark.parametrize("fmt", DUMP_FORMATS, ids=lambda f: " ".join(f))
+def test_dump_shared_equals_serial(sample, fmt):
+    path = SAMPLES / sample
+    assert steps(path) >= 8
+    serial = run(["dump", str(path), *fmt], 1)
+    shared = run(["dump", str(path), *fmt], 2)
+    assert serial[0] == 0 and serial[1].count(b"\n") > 30
+    assert shared == serial
+
+
+@pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
+def test_stats_shared_equals_serial(sample):
+    path = SAMPLES / sample
+    for args in (["stats", str(path), "--format", "json"], ["stats", str(path), "--duplicates", "--top", "0"]):
+        serial = run(args, 1)
+        assert serial[0] == 0
+        assert run(args, 2) == serial
+
+
+def test_findings_keep_heap_order(tmp_path):
+    path = anomalous_dump(tmp_path)
+    assert steps(path) >= 8
+    for args in (["dump", str(path), "--format", "jsonl"], ["stats", str(path), "--format", "json"]):
+        serial = run(args, 1)
+        kinds = {line.split(b" at ")[0] for line in serial[2].splitlines()}
+        assert {b"clrlayout: warning: bad-method-table", b"clrlayout: warning: string-not-terminated"} <= kinds
+        assert run(args, 2) == serial
+    assert run(["dump", str(path), "--strict"], 2) == run(["dump", str(path), "--strict"], 1)
+
+
+CHILD_DIES = """
+import os, sys
+import clrlayout.parallel as parallel
+from clrlayout.cli import main
+
+real = getattr(parallel, WHERE)
+done = [0]
+
+def dies(*args):  # the child dies in its third step: walking it, or formatting it (after passing the cursor on)
+    if os.getpid() != PARENT:
+        done[0] += 1
+        if done[0] == 3:
+            os._exit(9)
+    return real(*args)
+
+PARENT = os.getpid()
+setattr(parallel, WHERE, dies)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("where", ["_walk", "_render"])
+@pytest.mark.parametrize("fmt", ["jsonl", "table"])
+def test_child_that_dies_is_replaced(fmt, where, tmp_path):
+    """The parent does the steps the child owed: the output stays whole and in order."""
+    code = f"WHERE = {where!r}\n" + CHILD_DIES
+    path = anomalous_dump(tmp_path)
+    args = ["dump", str(path), "--format", fmt]
+    assert run(args, 2, code=code) == run(args, 1)
+    sample = SAMPLES / manifest()[0]["file"]
+    args = ["stats", str(sample), "--duplicates"]
+    assert run(args, 2, code=code) == run(args, 1)
