@@ -451,7 +451,7 @@ def main(argv=None) -> int:
         return int(rv or 0)
     except click.exceptions.Exit as e:
         return e.exit_code
-    except SystemExit as e:
+    except SystemExit:
         from click.utils import PacifyFlushWrapper
 
         if isinstance(sys.stdout, PacifyFlushWrapper):  # click's answer to a broken pipe (`| head`): exit 1
