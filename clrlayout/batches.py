@@ -81,21 +81,33 @@ class StringBatch:
         n = len(units)
         if not len(self):
             return np.zeros(0, dtype=np.uint64)
-        p = np.uint64(0x100000001B3)
-        inv = np.uint64(pow(0x100000001B3, -1, 1 << 64))
         with np.errstate(over="ignore"):
-            powers = np.empty(n + 1, dtype=np.uint64)
-            powers[0] = 1
-            powers[1:] = np.cumprod(np.full(n, p, dtype=np.uint64))
-            inverse = np.empty(n + 1, dtype=np.uint64)
-            inverse[0] = 1
-            inverse[1:] = np.cumprod(np.full(n, inv, dtype=np.uint64))
+            powers = _powers(_HASH_BASE, n + 1)
+            inverse = _powers(_HASH_INVERSE, n + 1)
             prefix = np.zeros(n + 1, dtype=np.uint64)
             np.cumsum((units.astype(np.uint64) + np.uint64(1)) * powers[:n], out=prefix[1:])
             start = (self.char_offsets // 2).astype(np.int64)
             end = start + self.lengths.astype(np.int64)
             h = (prefix[end] - prefix[start]) * inverse[start]
             return h ^ (self.lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+
+
+_HASH_BASE = 0x100000001B3  # FNV's 64-bit prime
+_HASH_INVERSE = pow(_HASH_BASE, -1, 1 << 64)
+_BLOCK = 4096
+
+
+def _powers(base: int, count: int) -> np.ndarray:
+    """base**0 .. base**(count - 1) modulo 2**64: a block of powers times the powers of base**_BLOCK (two
+    short cumulative products and one outer product, instead of one long sequential product)."""
+    with np.errstate(over="ignore"):
+        small = np.full(_BLOCK, base, dtype=np.uint64)
+        small[0] = 1
+        np.cumprod(small, out=small)
+        big = np.full(-(-count // _BLOCK), pow(base, _BLOCK, 1 << 64), dtype=np.uint64)
+        big[0] = 1
+        np.cumprod(big, out=big)
+        return (big[:, None] * small[None, :]).ravel()[:count]
 
 
 def batch_from_objects(profile: Profile, objects: Iterable[StringObject]) -> StringBatch:

@@ -156,7 +156,7 @@ class DuplicateCollector:
     def add(self, batch: StringBatch) -> None:
         if len(batch):
             self._hashes.append(batch.hashes())
-            self._lengths.append(batch.lengths.astype(np.int64))
+            self._lengths.append(batch.lengths.astype(np.uint32))
             self._addresses.append(batch.addresses.astype(np.uint64))
 
     def merge(self, other: "DuplicateCollector") -> None:
@@ -168,34 +168,69 @@ class DuplicateCollector:
     def __getstate__(self) -> dict:  # to another process: the arrays, not the dump
         return {**self.__dict__, "space": None}
 
-    def _raw(self, address: int, length: int) -> bytes:
-        return self.space.read(address + self.profile.string.chars_offset, 2 * length)
+    def _members(self):
+        """The strings whose hash another string shares: (hash, length, address) arrays, by hash.  Each
+        list is joined and dropped in turn, so that memory peaks at about 5 words a string."""
+        h = np.concatenate(self._hashes)
+        self._hashes = []
+        order = np.argsort(h)
+        h = h[order]
+        shared = np.zeros(len(h), dtype=bool)
+        shared[1:] = h[1:] == h[:-1]
+        shared[:-1] |= shared[1:]
+        order = order[shared]
+        h = h[shared]
+        n = np.concatenate(self._lengths)[order]
+        self._lengths = []
+        a = np.concatenate(self._addresses)[order]
+        self._addresses = []
+        return h, n, a
+
+    def _values(self, lengths: np.ndarray, addresses: np.ndarray) -> list:
+        """The raw characters of these strings, read a window at a time in address order."""
+        chars = self.profile.string.chars_offset
+        window = self.space.limits.window
+        raw = [b""] * len(addresses)
+        by_address = np.argsort(addresses, kind="stable")
+        i = 0
+        while i < len(by_address):
+            first = int(addresses[by_address[i]]) + chars
+            j = i
+            end = first
+            while j < len(by_address):
+                k = by_address[j]
+                stop = int(addresses[k]) + chars + 2 * int(lengths[k])
+                if j > i and stop - first > window:
+                    break
+                end = max(end, stop)
+                j += 1
+            data = self.space.read_available(first, end - first)  # stops at a hole (a trimmed dump)
+            for k in by_address[i:j].tolist():
+                at, size = int(addresses[k]) + chars - first, 2 * int(lengths[k])
+                raw[k] = data[at : at + size] if at + size <= len(data) else self.space.read(first + at, size)
+            i = j
+        return raw
 
     def finish(self) -> tuple[list[Duplicate], int]:
         """All duplicated values sorted by waste (largest first), and the total waste."""
         if not self._hashes:
             return [], 0
-        h = np.concatenate(self._hashes)
-        n = np.concatenate(self._lengths)
-        a = np.concatenate(self._addresses)
-        order = np.lexsort((a, n, h))
-        h, n, a = h[order], n[order], a[order]
-        same = (h[1:] == h[:-1]) & (n[1:] == n[:-1])
-        starts = np.flatnonzero(np.concatenate(([True], ~same)))
+        h, n, a = self._members()
+        raw = self._values(n, a)
+        starts = np.flatnonzero(np.concatenate(([True], h[1:] != h[:-1])))
         ends = np.concatenate((starts[1:], [len(h)]))
+        p = self.profile
         out = []
-        for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+        for s, e in zip(starts.tolist(), ends.tolist()):
             # confirm byte for byte: a hash collision splits into separate groups
             groups: dict[bytes, int] = {}
-            length = int(n[s])
-            for i in range(s, e):
-                raw = self._raw(int(a[i]), length)
-                groups[raw] = groups.get(raw, 0) + 1
-            p = self.profile
-            aligned = p.string_aligned_size(length, p.string_size(length) >= p.object.large_object_threshold)
-            for raw, count in groups.items():
+            for value in raw[s:e]:
+                groups[value] = groups.get(value, 0) + 1
+            for value, count in groups.items():
                 if count > 1:
-                    out.append(Duplicate(raw.decode("utf-16-le", "surrogatepass"), count, aligned,
+                    length = len(value) // 2
+                    aligned = p.string_aligned_size(length, p.string_size(length) >= p.object.large_object_threshold)
+                    out.append(Duplicate(value.decode("utf-16-le", "surrogatepass"), count, aligned,
                                          (count - 1) * aligned, length))
         out.sort(key=lambda d: (-d.wasted_bytes, -d.count, d.value))
         return out, sum(d.wasted_bytes for d in out)
