@@ -167,9 +167,10 @@ def _read_segment(space: AddressSpace, address: int, names: list) -> dict | None
     return {name: space.unpack_pointer(raw, i * ptr) for i, name in enumerate(names)}
 
 
-def _segment_ok(seg: dict, address: int) -> bool:
-    return (seg["mem"] > address or seg["mem"] == address) and seg["mem"] <= seg["allocated"] <= seg["reserved"] \
-        and seg["mem"] <= seg["committed"] <= seg["reserved"]
+def _segment_ok(seg: dict, address: int, pointer_size: int) -> bool:
+    """A plausible heap_segment: its objects start after it, pointer-aligned, and its marks are in order."""
+    return (seg["mem"] > address or seg["mem"] == address) and seg["mem"] % pointer_size == 0 \
+        and seg["mem"] <= seg["allocated"] <= seg["reserved"] and seg["mem"] <= seg["committed"] <= seg["reserved"]
 
 
 def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
@@ -250,7 +251,7 @@ def _segments(heap: GcHeap, space: AddressSpace, dv: GcDacVars, spec: dict, tabl
                 break
             seen.add(address)
             seg = _read_segment(space, address, seg_names)
-            if seg is None or not _segment_ok(seg, address):
+            if seg is None or not _segment_ok(seg, address, space.pointer_size):
                 heap.warnings.append(f"heap_segment at {address:#x} is missing or inconsistent; its list is cut there")
                 break
             ephemeral = address == eph_ptr
