@@ -45,10 +45,12 @@ def csv_value(value: str) -> str:
 
 # --- the JSON Lines fast path -----------------------------------------------------------------------
 #
-# Millions of lines, so no Python code runs per line: every line of a batch is one copy of a byte
-# template, filled by a single ``template % args`` call.  The characters of a plain string (printable
-# ASCII but " and \\, the most common case) are the low bytes of its UTF-16 units, cut from one low-byte
-# image of the batch's buffer; any other string's line is made whole by string_line.
+# Millions of lines, so no Python statement runs per line: a batch's lines are three pieces each, made by
+# numpy or by C-level map() over the whole batch, and joined once.  The pieces: the previous line's tail
+# with this line's address (a fixed-width numpy table), the size fields (one bytes object per length),
+# and the characters.  A plain string's characters (printable ASCII but " and \\, the most common case)
+# are the low bytes of its UTF-16 units, cut from one low-byte image of the batch's buffer; any other
+# string's characters are escaped by json.dumps, as string_line does.
 
 
 class _Middles(dict):
@@ -116,6 +118,7 @@ def _json_value(raw: bytes) -> bytes:
     """The JSON text of a value between its quotes, as :func:`dumps` writes it in a line."""
     text = json.dumps(decode_utf16(raw), ensure_ascii=False)[1:-1]
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
 
 _ZERO_TAIL = b'", "header": 0}\n'
 
