@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from .errors import HeapNotFound, TypeNotFound
-from .findings import Findings
+from .findings import FindingKind, Findings
 from .gcheap import GcHeap, find_gc_heap
 from .heap import HeapObject, HeapWalker
 from .limits import DEFAULT_LIMITS, Limits
@@ -136,28 +136,15 @@ class Analysis:
 
     def iter_windows(self, progress=None):
         """Every window of the vectorised heap walk that holds objects, in heap order."""
-        steps = self.heap_steps(progress)
-        cursor = steps.first()
-        while cursor is not None:
-            win, cursor = steps.run(cursor)
-            if win is not None:
-                yield win
+        return self.heap_steps(progress).windows()
 
     def window_batches(self, win):
         """The strings of one window of :meth:`iter_windows`, in batches; their anomalies are findings."""
         from .batches import batch_from_window
-        from .findings import FindingKind
 
         for batch in batch_from_window(win, self.string_method_table(), self.profile, self.dump.memory,
                                        self.findings):
-            if batch.terminated is not None and not batch.terminated.all():
-                for i in np.flatnonzero(~batch.terminated):
-                    self.findings.add(FindingKind.STRING_NOT_TERMINATED, int(batch.addresses[i]),
-                                      f"no zero terminator after {int(batch.lengths[i])} characters")
-            if batch.header_padding is not None and batch.header_padding.any():
-                for i in np.flatnonzero(batch.header_padding):
-                    self.findings.add(FindingKind.STRING_BAD_HEADER_PADDING, int(batch.addresses[i]),
-                                      f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
+            _string_findings(self.findings, batch)
             yield batch
 
     def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
@@ -168,6 +155,18 @@ class Analysis:
 
 
 BATCH = 65536
+
+
+def _string_findings(findings: Findings, batch) -> None:
+    """A batch's strings without a terminator or with non-zero header padding, as findings."""
+    if batch.terminated is not None and not batch.terminated.all():
+        for i in np.flatnonzero(~batch.terminated):
+            findings.add(FindingKind.STRING_NOT_TERMINATED, int(batch.addresses[i]),
+                         f"no zero terminator after {int(batch.lengths[i])} characters")
+    if batch.header_padding is not None and batch.header_padding.any():
+        for i in np.flatnonzero(batch.header_padding):
+            findings.add(FindingKind.STRING_BAD_HEADER_PADDING, int(batch.addresses[i]),
+                         f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
 
 
 def _reference_batches(analysis: "Analysis"):
@@ -190,7 +189,6 @@ def _reference_batches(analysis: "Analysis"):
 def _scan_batches(analysis: "Analysis"):
     """Batches from the checked object scan (one read per string, fields decoded per batch)."""
     from .batches import batch_from_addresses
-    from .findings import FindingKind
 
     string_mt = analysis.string_method_table()
     space = analysis.dump.memory
@@ -207,13 +205,7 @@ def _scan_batches(analysis: "Analysis"):
     def flush():
         batch = batch_from_addresses(space, profile, string_mt, chunk, large, analysis.findings)
         if batch is not None:
-            for i in np.flatnonzero(~batch.terminated):
-                analysis.findings.add(FindingKind.STRING_NOT_TERMINATED, int(batch.addresses[i]),
-                                      f"no zero terminator after {int(batch.lengths[i])} characters")
-            if batch.header_padding is not None:
-                for i in np.flatnonzero(batch.header_padding):
-                    analysis.findings.add(FindingKind.STRING_BAD_HEADER_PADDING, int(batch.addresses[i]),
-                                          f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
+            _string_findings(analysis.findings, batch)
         return batch
 
     for address in iter_string_addresses(analysis.dump, analysis.mts, string_mt, analysis.findings):

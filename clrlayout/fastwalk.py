@@ -84,6 +84,14 @@ class HeapSteps:
             self.walker.findings = saved
         return win, self._normal(index, nxt)
 
+    def windows(self) -> Iterator[WindowObjects]:
+        """Every window that holds objects, in heap order."""
+        cursor = self.first()
+        while cursor is not None:
+            win, cursor = self.run(cursor)
+            if win is not None:
+                yield win
+
     def _normal(self, index: int, pos: int | None) -> Cursor | None:
         while index < len(self.segments) and (pos is None or pos >= self.segments[index].end):
             index += 1
@@ -115,15 +123,7 @@ class FastWalker:
     # --- public ----------------------------------------------------------------------------------
 
     def iter_windows(self, segments) -> Iterator[WindowObjects]:
-        for seg in segments:
-            yield from self.iter_segment(seg)
-
-    def iter_segment(self, seg: Segment) -> Iterator[WindowObjects]:
-        pos = seg.start
-        while pos is not None and pos < seg.end:
-            result, pos = self.step(seg, pos)
-            if result is not None:
-                yield result
+        return HeapSteps(self, segments).windows()
 
     def step(self, seg: Segment, pos: int) -> tuple[WindowObjects | None, int | None]:
         """Walk one window of ``seg`` from the object at ``pos``: its objects (None: none), and where the walk

@@ -16,27 +16,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from synth import SynthHeap  # noqa: E402
-from synth_dump import build_minidump  # noqa: E402
-
-from clrlayout.profiles import select_profile  # noqa: E402
+from synth_dump import mixed_minidump  # noqa: E402
 
 
 def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     for arch in ("x64", "x86"):
-        p = select_profile("coreclr", arch, "3.1.23")
-        h = SynthHeap(p)
-        for i in range(40):
-            h.add_string(("abc\u00e9\ud800"[i % 5]) * (i % 9), sync=1 if i % 7 == 0 else 0)
-            if i % 13 == 5:
-                h.add_gap(48)
-            if i % 17 == 3:
-                h.add_free(64)
-        large = SynthHeap(p)
-        large.add_string("L" * 600)
-        (out / f"synth-{arch}.dmp").write_bytes(build_minidump(p, h, large))
+        (out / f"synth-{arch}.dmp").write_bytes(mixed_minidump(arch))
     for f in sorted((ROOT / "tests" / "corpus").iterdir()):
         (out / f.name).write_bytes(f.read_bytes())
     for f in sorted((ROOT / "sample_dumps").glob("strings.*")):

@@ -120,3 +120,22 @@ def build_minidump(profile: Profile, heap: SynthHeap, large: SynthHeap | None = 
     dirs = b"".join(MINIDUMP_DIRECTORY.build(dict(StreamType=t, Location=dict(DataSize=s, Rva=r)))
                     for t, s, r in ((7, len(sysinfo), sys_rva), (4, len(mods), mod_rva), (9, mem_size, mem_rva)))
     return head + dirs + bytes(blob) + b"".join(d for _, d in memory)
+
+
+def mixed_minidump(arch: str) -> bytes:
+    """A CoreCLR 3.1.23 minidump of a small heap with a bit of everything: strings of lengths 0-8 (ASCII,
+    non-ASCII, lone surrogates), some with a sync block word, zeroed gaps, free objects, and one string on
+    the large object heap.  The seed of the robustness tests and of the fuzz campaign."""
+    from clrlayout.profiles import select_profile
+
+    p = select_profile("coreclr", arch, "3.1.23")
+    h = SynthHeap(p)
+    for i in range(40):
+        h.add_string(("abc\u00e9\ud800"[i % 5]) * (i % 9), sync=1 if i % 7 == 0 else 0)
+        if i % 13 == 5:
+            h.add_gap(48)
+        if i % 17 == 3:
+            h.add_free(64)
+    large = SynthHeap(p)
+    large.add_string("L" * 600)
+    return build_minidump(p, h, large)

@@ -15,11 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import SAMPLES, manifest
-from synth import SynthHeap
-from synth_dump import build_minidump
+from synth_dump import mixed_minidump
 
 from clrlayout.cli import main
-from clrlayout.profiles import select_profile
 
 #: exit codes a damaged dump may give (README: exit codes); 70 (a bug) is never allowed
 ALLOWED = {0, 1, 3, 4, 5}
@@ -28,21 +26,7 @@ CORPUS = Path(__file__).resolve().parent / "corpus"
 REGRESSIONS = CORPUS / "regressions"
 
 
-def _synthetic(arch: str) -> bytes:
-    p = select_profile("coreclr", arch, "3.1.23")
-    h = SynthHeap(p)
-    for i in range(30):
-        h.add_string("v" * (i % 11), sync=i % 3)
-        if i % 10 == 4:
-            h.add_gap(32)
-        if i % 12 == 6:
-            h.add_free(48)
-    large = SynthHeap(p)
-    large.add_string("L" * 300)
-    return build_minidump(p, h, large)
-
-
-SEEDS = {f"synth-{a}.dmp": _synthetic(a) for a in ("x64", "x86")}
+SEEDS = {f"synth-{a}.dmp": mixed_minidump(a) for a in ("x64", "x86")}
 SEEDS.update({f.name: f.read_bytes() for f in sorted(CORPUS.glob("seed-*"))})
 
 
