@@ -446,6 +446,9 @@ def live(ctx, runtime, max_length, fmt, capture, profile):
 
 
 def main(argv=None) -> int:
+    from .allocator import reuse_freed_memory
+
+    reuse_freed_memory()
     try:
         rv = cli.main(args=argv, prog_name="clrlayout", standalone_mode=False)
         return int(rv or 0)

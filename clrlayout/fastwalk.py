@@ -13,7 +13,10 @@ every object starts with a MethodTable the walk has already seen.  So for a wind
    the window.
 
 Memory is read one window at a time (``scan_window``), so the memory used stays bounded whatever the dump's
-size.  The reference walker (``heap.py``) stays the specification; tests compare the two object by object.
+size.  Windows have fixed bounds in each segment (``start + k * window``), so that a window's walk can also
+start from a *guess* of its first object (:meth:`FastWalker.guess`), which ``parallel.py`` checks against
+the real cursor.  The reference walker (``heap.py``) stays the specification; tests compare the two object
+by object.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ from .methodtable import MethodTables
 
 TAIL = 64  # bytes read past a window, so that the last object's fixed fields are in the buffer
 LEARN_SPAN = 256 * 1024  # after learning a MethodTable, candidates are first recomputed this far
+MAX_HIGHS = 4  # MethodTables in more loader-heap regions than this: a range test instead
+GUESS_SPAN = 64 * 1024  # a guess walks from the first known MethodTable this far before the window
+
+
+def window_size(space: AddressSpace) -> int:
+    """The fixed window of the walk: ``Limits.window``, in whole pages."""
+    w = space.limits.window
+    return max(4096, w - w % 4096)
 
 
 @dataclass
@@ -56,17 +67,25 @@ class _Table:
         self.size = len(known)
         self.lo = int(self.addresses[0]) if self.size else 1
         self.hi = int(self.addresses[-1]) if self.size else 0
+        # the upper 32-bit halves of the MethodTable words (with their GC bits): MethodTables live in a
+        # few loader-heap regions, so this is a short list, and an exact test of a word's upper half
+        gc = mts.profile.object.method_table_unmask
+        self.highs = sorted({int(a) >> 32 for a in self.addresses} | {(int(a) + gc) >> 32 for a in self.addresses})
 
 
 Cursor = tuple  # (segment index, address of the object a step starts at)
 
 
 class HeapSteps:
-    """A whole heap's walk as steps from cursor to cursor, each step one window of :meth:`FastWalker.step`."""
+    """A whole heap's walk as steps from cursor to cursor, each step one window of :meth:`FastWalker.step`.
+
+    A window is named by a key ``(segment index, k)``: the objects that start in
+    ``[start + k * window, start + (k + 1) * window)`` of that segment."""
 
     def __init__(self, walker: "FastWalker", segments):
         self.walker = walker
         self.segments = list(segments)
+        self.size = window_size(walker.space)
 
     def first(self) -> Cursor | None:
         return self._normal(0, self.segments[0].start if self.segments else None)
@@ -91,6 +110,40 @@ class HeapSteps:
             win, cursor = self.run(cursor)
             if win is not None:
                 yield win
+
+    # --- windows by key, for walks that start from a guess (parallel.py) --------------------------------
+
+    def key(self, cursor: Cursor) -> tuple[int, int]:
+        """The key of the window that a step from ``cursor`` walks."""
+        index, pos = cursor
+        return index, (pos - self.segments[index].start) // self.size
+
+    def plan(self) -> Iterator[tuple[int, int]]:
+        """The keys of the windows that hold dump memory, in heap order (a heap's walk can only find objects
+        there; the rest it steps over)."""
+        space = self.walker.space
+        for index, seg in enumerate(self.segments):
+            last = -1
+            at = seg.start
+            while at < seg.end:
+                region = space.next_region(at)
+                if region is None or region.start >= seg.end:
+                    break
+                at = max(at, region.start)
+                end = min(space.mapped_end(at), seg.end)
+                for k in range(max(last + 1, (at - seg.start) // self.size), (end - 1 - seg.start) // self.size + 1):
+                    yield index, k
+                    last = k
+                at = end
+
+    def guess(self, key: tuple[int, int]) -> Cursor | None:
+        """Where the walk most likely enters window ``key`` (a segment's first window: exactly)."""
+        index, k = key
+        seg = self.segments[index]
+        if k == 0:
+            return index, seg.start
+        pos = self.walker.guess(seg, seg.start + k * self.size)
+        return None if pos is None else (index, pos)
 
     def _normal(self, index: int, pos: int | None) -> Cursor | None:
         while index < len(self.segments) and (pos is None or pos >= self.segments[index].end):
@@ -126,28 +179,57 @@ class FastWalker:
         return HeapSteps(self, segments).windows()
 
     def step(self, seg: Segment, pos: int) -> tuple[WindowObjects | None, int | None]:
-        """Walk one window of ``seg`` from the object at ``pos``: its objects (None: none), and where the walk
-        goes on (None: the segment is done).  The next window depends only on ``(seg, pos)``, so that two
-        processes can take turns walking one heap (``parallel.py``)."""
+        """Walk the rest of the window of ``seg`` that holds ``pos``, from the object at ``pos``: its objects
+        (None: none), and where the walk goes on (None: the segment is done).  What a step finds depends
+        only on ``(seg, pos)``, so a step may be walked by another process or ahead of time
+        (``parallel.py``)."""
         p = self.profile
         hs = p.object.header_size
         ptr = p.pointer_size
-        base = pos - hs
-        want = min(seg.end, pos + self.space.limits.window) + TAIL - base
-        data = self.space.read_available(base, want)
-        if len(data) < min(hs + 2 * ptr, seg.end - base):
+        size = window_size(self.space)
+        limit = min(seg.end, seg.start + ((pos - seg.start) // size + 1) * size)
+        base, data = self.space.read_window(pos - hs, limit + TAIL - (pos - hs))
+        if len(data) - (pos - hs - base) < min(hs + 2 * ptr, seg.end - (pos - hs)):
             return None, self._missing(pos, seg)
-        result, nxt = self._window(seg, base, data, pos, min(seg.end, pos + self.space.limits.window))
+        result, nxt = self._window(seg, base, data, pos, limit)
         if self.progress is not None:
-            self.progress(min(nxt if nxt is not None else seg.end, seg.end) - (base + hs))
+            self.progress(min(nxt if nxt is not None else seg.end, seg.end) - pos)
         if result is None or not len(result.offsets):
             return None, nxt
         return result, nxt
 
+    def guess(self, seg: Segment, lo: int) -> int | None:
+        """The first object at or after ``lo`` (a window's bound), as a short walk finds it: from the first
+        known MethodTable in the GUESS_SPAN bytes before ``lo``.  Only a guess (a MethodTable value held as
+        data looks like an object too), which ``parallel.py`` checks; None: no guess."""
+        p = self.profile
+        hs, ptr = p.object.header_size, p.pointer_size
+        start = max(seg.start, lo - GUESS_SPAN)
+        base = start - hs
+        data = self.space.read_available(base, min(seg.end, lo + GUESS_SPAN) + TAIL - base)
+        usable = len(data) - len(data) % ptr
+        t = self.table()
+        if base % ptr or usable < hs + 2 * ptr or not t.size:
+            return None
+        words = np.frombuffer(data, dtype=self.word, count=usable // ptr)[hs // ptr :]
+        m = words & self.word.type(~p.object.method_table_unmask & ((1 << (8 * ptr)) - 1))
+        hits = np.flatnonzero(t.addresses[np.minimum(np.searchsorted(t.addresses, m), t.size - 1)] == m)
+        if not len(hits):
+            return None
+        first = start + int(hits[0]) * ptr
+        if first >= lo:
+            return first
+        saved, self.findings = self.findings, Findings(0)
+        try:
+            return self._window(seg, base, data, first, lo, far=False)[1]
+        finally:
+            self.findings = saved
+
     # --- one window ------------------------------------------------------------------------------
 
-    def _window(self, seg: Segment, base: int, data: bytes, pos: int, limit: int):
-        """Objects starting in [pos, limit); returns them and where the walk goes on (None: segment done)."""
+    def _window(self, seg: Segment, base: int, data: bytes, pos: int, limit: int, far: bool = True):
+        """Objects starting in [pos, limit); returns them and where the walk goes on (None: segment done;
+        also, without ``far``, when the next object is not in ``data``)."""
         p = self.profile
         ptr = p.pointer_size
         align = (p.object.large_object_alignment if seg.large else p.object.alignment) - 1
@@ -185,27 +267,27 @@ class FastWalker:
             view = words[first:last]
             if not t.size:
                 idx = np.zeros(0, dtype=np.int64)
-            elif ptr == 8 and little and (t.lo >> 32) == ((t.hi + gc_bits) >> 32):
-                # all MethodTables share their upper half (one loader-heap region): compare 32-bit halves
+            elif ptr == 8 and little and len(t.highs) <= MAX_HIGHS:
+                # an exact test of the upper 32-bit half: one comparison per loader-heap region
                 high = np.frombuffer(data, dtype=self.u32, count=2 * len(words))[2 * first + 1 : 2 * last : 2]
-                idx = np.flatnonzero(high == np.uint32(t.lo >> 32))
-                low = view[idx] & wtype(0xFFFFFFFF)
-                idx = idx[(low >= wtype(t.lo & 0xFFFFFFFF)) & (low <= wtype((t.hi + gc_bits) & 0xFFFFFFFF))]
+                hit = high == np.uint32(t.highs[0])
+                for h in t.highs[1:]:
+                    hit |= high == np.uint32(h)
+                idx = np.flatnonzero(hit)
             else:
                 # words in [lo, hi + GC bits]: one subtraction and one unsigned comparison
                 idx = np.flatnonzero((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
-            idx = idx + first
-            m = words[idx] & wtype(unmask)
-            k = np.minimum(np.searchsorted(t.addresses, m), max(t.size - 1, 0))
+            m = view[idx] & wtype(unmask)
+            k = np.searchsorted(t.addresses, m)
+            np.minimum(k, max(t.size - 1, 0), out=k)
             ok = t.addresses[k] == m if t.size else np.zeros(len(idx), dtype=bool)
-            idx, k = idx[ok], k[ok]
+            idx, k = idx[ok] + first, k[ok]
             offs = idx.astype(np.int64) * ptr
-            lpos = (offs + ptr) // 4
-            has_len = lpos < len(u32)
             comp = t.comp[k]
-            counts = np.zeros(len(offs), dtype=np.int64)
-            counts[has_len] = u32[lpos[has_len]]
-            counts = np.where(comp > 0, counts, 0)
+            counts = u32.take((offs + ptr) // 4, mode="clip").astype(np.int64)  # the length follows the MT
+            if len(offs) and int(offs[-1]) + ptr + 4 > len(u32) * 4:  # a length past the buffer: none
+                counts[offs + ptr + 4 > len(u32) * 4] = 0
+            counts[comp == 0] = 0
             size = t.base[k] + comp * counts
             aligned = np.maximum((size + align) & ~align, min_size)
             nxt = offs + aligned
@@ -263,7 +345,7 @@ class FastWalker:
                 nxt_cur = self._resync_in(words, start, stop, offs, unmask)
             if nxt_cur is None:
                 # nothing more in this window: look further in the segment
-                found = self._resync_beyond(base + max(cur + ptr, stop), seg)
+                found = self._resync_beyond(base + max(cur + ptr, stop), seg) if far else None
                 cur = None if found is None else found - base
                 break
             if self.mts.valid_count != self._table_size:

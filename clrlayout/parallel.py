@@ -1,15 +1,20 @@
 """Two processes walk one heap and share the work, with the serial result byte for byte.
 
-The heap walk is a chain, but it goes window by window (``fastwalk.HeapSteps``): a step walks one window
-from a cursor and gives the cursor of the next.  So after the dump is opened the process forks, and the
-parent takes the even steps and the child the odd ones.  Each process walks its step, sends the next
-cursor to the other at once (so that the other can walk on while this one formats), formats its window,
-then waits for its turn to write.  The turn goes back and forth with the steps; the child's turn carries
-a summary of its step (string count and sizes, findings, and whatever the command collects), which the
-parent merges in heap order.
+The heap walk is a chain, but it goes window by window, and windows have fixed bounds
+(``fastwalk.HeapSteps``).  A window can also be walked from a *guess* of where the chain enters it (the end
+of a short walk just before it), so it can be walked before the chain gets there.  So after the dump is
+opened the process forks, the windows that hold dump memory are dealt out in turn, and each process walks
+and formats its windows from guesses, side by side.
 
-If the child goes away (it is killed, or it fails), the parent walks and formats the steps the child owed,
-then goes on alone, so the output stays whole.  A parent that goes away takes the child with it.
+The parent then follows the real chain window by window.  A window whose walk started where the real
+cursor enters it is taken as it is: a step depends only on its cursor.  Any other (a wrong guess, which is
+rare, or a window the chain enters in a way that no guess foresaw) the parent walks again from the real
+cursor.  What is taken is written in heap order: the child writes its window's output when the parent
+gives it the turn, or drops it when told to.  Totals, findings and whatever else a command collects come to
+the parent with each window and are merged in heap order.
+
+If the child goes away (it is killed, or it fails), the parent walks the rest of the windows itself, so the
+output stays whole.  A parent that goes away takes the child with it.
 """
 
 from __future__ import annotations
@@ -69,10 +74,11 @@ def run_steps(analysis, render: Callable, *, share: bool = False, progress=None,
     ``analysis.findings``), its data written to stdout and its extra absorbed, in heap order.  With
     ``share``, two processes do it.  Returns the totals (count, SOS size, aligned size)."""
     merger = _Merger(analysis, on_found, absorb, progress)
-    steps = analysis.heap_steps(progress)
+    steps = analysis.heap_steps()
     if not share:
         _alone(analysis, steps, render, merger, steps.first())
         return merger.totals()
+    plan = list(steps.plan())
     sys.stdout.flush()
     sys.stderr.flush()
     to_child_r, to_child_w = os.pipe()
@@ -81,12 +87,12 @@ def run_steps(analysis, render: Callable, *, share: bool = False, progress=None,
     if pid == 0:  # the child: never returns
         os.close(to_child_w)
         os.close(to_parent_r)
-        _child(analysis, steps, render, _Channel(to_child_r, to_parent_w))
+        _child(analysis, steps, render, _Channel(to_child_r, to_parent_w), plan)
     os.close(to_child_r)
     os.close(to_parent_w)
     channel = _Channel(to_parent_r, to_child_w)
     try:
-        _parent(analysis, steps, render, merger, channel)
+        _Parent(analysis, steps, render, merger, channel, plan).run()
     finally:
         channel.close()
         _reap(pid)
@@ -96,13 +102,32 @@ def run_steps(analysis, render: Callable, *, share: bool = False, progress=None,
 # --- the steps ----------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Result:
+    """One window walked and rendered: from which cursor, to which (None: the walk is over)."""
+
+    start: tuple | None
+    nxt: tuple | None
+    out: StepOutput
+    items: list
+    found: int
+    walked: int  # heap bytes the walk went over
+    has_data: bool = False  # the child's: output kept back until the parent's verdict
+
+
 def _walk(steps, cursor):
-    """Walk one step, its findings kept apart: (window or None, findings, next cursor)."""
+    """Walk one step, its findings kept apart: (window or None, findings, next cursor, bytes walked)."""
     from .findings import Findings
 
     found = Findings(steps.walker.findings.limit)
-    win, nxt = steps.run(cursor, found)
-    return win, found, nxt
+    walked = [0]
+    saved = steps.walker.progress
+    steps.walker.progress = lambda n: walked.__setitem__(0, walked[0] + n)
+    try:
+        win, nxt = steps.run(cursor, found)
+    finally:
+        steps.walker.progress = saved
+    return win, found, nxt, walked[0]
 
 
 def _render(analysis, render, win, found) -> StepOutput:
@@ -117,6 +142,20 @@ def _render(analysis, render, win, found) -> StepOutput:
         analysis.findings = saved
 
 
+def _step(analysis, steps, render, cursor) -> _Result:
+    win, found, nxt, walked = _walk(steps, cursor)
+    out = _render(analysis, render, win, found)
+    return _Result(cursor, nxt, out, found.items, found.count, walked)
+
+
+def _speculate(analysis, steps, render, key) -> _Result | None:
+    """Window ``key`` walked from a guess of where the chain enters it (None: no guess)."""
+    cursor = steps.guess(key)
+    if cursor is None or steps.key(cursor) != key:
+        return None
+    return _step(analysis, steps, render, cursor)
+
+
 class _Merger:
     """The parent's totals and findings, merged step by step in heap order."""
 
@@ -125,17 +164,16 @@ class _Merger:
         self.on_found, self.absorb, self.progress = on_found, absorb, progress
         self.sums = [0, 0, 0]
 
-    def add(self, out: StepOutput, items: list, found: int, walked: int = 0) -> None:
-        """One step's results; ``walked``: the bytes a child's step walked (the parent's own steps report
-        theirs to ``progress`` as they go)."""
-        if walked and self.progress is not None:
-            self.progress(walked)
+    def add(self, r: _Result) -> None:
+        if r.walked and self.progress is not None:
+            self.progress(r.walked)
+        out = r.out
         self.on_found(out.count)
         for i, v in enumerate((out.count, out.size, out.aligned)):
             self.sums[i] += v
         room = self.findings.limit - len(self.findings.items)
-        self.findings.items.extend(items[: max(room, 0)])
-        self.findings.count += found
+        self.findings.items.extend(r.items[: max(room, 0)])
+        self.findings.count += r.found
         if out.extra is not None:
             self.absorb(out.extra)
 
@@ -143,73 +181,110 @@ class _Merger:
         return tuple(self.sums)
 
 
-def _alone(analysis, steps, render, merger: _Merger, cursor, one: bool = False) -> None:
-    """The steps from ``cursor`` to the end (``one``: only that step) in this process."""
+def _alone(analysis, steps, render, merger: _Merger, cursor) -> None:
+    """The steps from ``cursor`` to the end, in this process."""
     while cursor is not None:
-        win, found, cursor = _walk(steps, cursor)
-        out = _render(analysis, render, win, found)
-        write_out(out.data)
-        merger.add(out, found.items, found.count)
-        if one:
-            return
+        r = _step(analysis, steps, render, cursor)
+        write_out(r.out.data)
+        merger.add(r)
+        cursor = r.nxt
 
 
-def _parent(analysis, steps, render, merger: _Merger, channel: "_Channel") -> None:
-    """The even steps; the odd ones come from the child, or are done here if it goes away."""
-    cursor = steps.first()
-    owed = None  # the cursor of the child's step before this one, until its summary comes
-    while cursor is not None:
-        win, found, nxt = _walk(steps, cursor)
-        channel.send(b"P", nxt)  # the child walks on from there (None: the walk is over)
-        out = _render(analysis, render, win, found)
-        if owed is not None:
-            summary = channel.receive(b"S")
-            if summary is None:  # the child went away before writing its step: do it here
-                _alone(analysis, steps, render, merger, owed, one=True)
-            else:
-                merger.add(*summary)
-        write_out(out.data)
-        merger.add(out, found.items, found.count)
-        if channel.broken or nxt is None:
-            cursor = nxt
-            break
-        channel.send(b"T", None)
-        owed = nxt
-        cursor = channel.receive(b"P")  # where the child's step ended: the parent's next step
-        if cursor is None and not channel.broken:  # the walk ended in the child's step
-            summary = channel.receive(b"S")
-            if summary is not None:
-                merger.add(*summary)
-                return
-        if channel.broken:  # the child went away without writing its step
-            cursor = owed
-            break
-    if channel.broken:
-        _alone(analysis, steps, render, merger, cursor)
+class _Parent:
+    """Follows the real chain over the windows of ``plan``: the even ones walked here (ahead of the chain,
+    from guesses, while the child works), the odd ones by the child.  Each is taken if it started where the
+    chain enters it, and walked again here if not."""
+
+    def __init__(self, analysis, steps, render, merger: _Merger, channel: "_Channel", plan: list):
+        self.analysis, self.steps, self.render, self.merger = analysis, steps, render, merger
+        self.channel, self.plan = channel, plan
+        self.ahead: dict[int, _Result | None] = {}  # own windows walked ahead, by plan index
+        self.heard = 0  # the child's results received (its n-th is for plan index 2n + 1)
+
+    def run(self) -> None:
+        plan, idx = self.plan, 0
+        cursor = self.steps.first()
+        while cursor is not None:
+            key = self.steps.key(cursor)
+            while idx < len(plan) and plan[idx] < key:  # windows the chain went past
+                self._drop(idx)
+                idx += 1
+            r = None
+            if idx < len(plan) and plan[idx] == key:
+                r = self._own(idx, cursor) if idx % 2 == 0 else self._childs(idx, cursor)
+                idx += 1
+            if r is None:  # walked here
+                r = _step(self.analysis, self.steps, self.render, cursor)
+                write_out(r.out.data)
+            self.merger.add(r)
+            cursor = r.nxt
+        for i in range(idx, len(plan)):  # the chain ended: whatever is left is not part of it
+            self._drop(i)
+
+    def _own(self, idx: int, cursor) -> _Result | None:
+        r = self.ahead.pop(idx, None)
+        if r is None or r.start != cursor:
+            return None
+        write_out(r.out.data)
+        return r
+
+    def _childs(self, idx: int, cursor) -> _Result | None:
+        if idx + 1 < len(self.plan) and not self.channel.broken:  # work while the child finishes its window
+            self.ahead[idx + 1] = _speculate(self.analysis, self.steps, self.render, self.plan[idx + 1])
+        r = self._receive(idx)
+        if r is None:
+            return None
+        if r.start != cursor:
+            self._verdict(r, b"X")
+            return None
+        if r.has_data:  # the child writes it
+            self._verdict(r, b"T")
+            if self.channel.receive(b"S", expect_payload=False) is None:
+                return None  # the child went away before it had written it
+        return r
+
+    def _drop(self, idx: int) -> None:
+        if idx % 2 == 0:
+            self.ahead.pop(idx, None)
+        else:
+            self._verdict(self._receive(idx), b"X")
+
+    def _receive(self, idx: int) -> _Result | None:
+        """The child's result for plan index ``idx`` (None: the child has gone, or made no guess)."""
+        while not self.channel.broken and 2 * self.heard + 1 <= idx:
+            r = self.channel.receive(b"R")
+            self.heard += 1
+            if 2 * self.heard - 1 == idx:
+                return r
+        return None
+
+    def _verdict(self, r: _Result | None, kind: bytes) -> None:
+        if r is not None and r.has_data:
+            self.channel.send(kind, None)
 
 
-def _child(analysis, steps, render, channel: "_Channel") -> None:
-    """The odd steps: walk, pass the next cursor on, format, wait for the turn, write, report.  Never returns."""
+def _child(analysis, steps, render, channel: "_Channel", plan: list) -> None:
+    """The odd windows of ``plan``, walked from guesses; each result goes to the parent, and its output is
+    written when the parent gives the turn (T) or dropped (X).  Never returns."""
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: the parent reports it
-        walked = [0]
-        steps.walker.progress = lambda n: walked.__setitem__(0, walked[0] + n)  # the parent draws progress
-        while True:
-            cursor = channel.receive(b"P")
-            if cursor is None:  # the walk is over, or the parent has gone away
+        for idx in range(1, len(plan), 2):
+            r = _speculate(analysis, steps, render, plan[idx])
+            data = b""
+            if r is not None:
+                data, r.out.data = r.out.data, b""
+                r.has_data = bool(data)
+            if not channel.send(b"R", r):
                 break
-            walked[0] = 0
-            win, found, nxt = _walk(steps, cursor)
-            channel.send(b"P", nxt)
-            out = _render(analysis, render, win, found)
-            if channel.receive(b"T", expect_payload=False) is None:
-                break
-            write_out(out.data)
-            out.data = b""  # written: the parent needs the rest
-            channel.send(b"S", (out, found.items, found.count, walked[0]))
-            if nxt is None:
-                break
+            if data:
+                kind = channel.receive_kind(b"TX")
+                if kind is None:
+                    break
+                if kind == b"T":
+                    write_out(data)
+                    if not channel.send(b"S", None):
+                        break
     except BaseException:  # the parent does what the child could not
         code = 1
     finally:
@@ -239,11 +314,25 @@ class _Channel:
 
     def receive(self, kind: bytes, expect_payload: bool = True):
         """The payload of the next message, which must be of ``kind``; None when the other side has gone
-        (then ``broken`` is set) or the payload is empty."""
+        (then ``broken`` is set) or the payload is empty (b"" without ``expect_payload``)."""
+        got = self._message(kind)
+        if got is None:
+            return None
+        body = got[1]
+        if not body:
+            return None if expect_payload else b""
+        return pickle.loads(body)
+
+    def receive_kind(self, kinds: bytes) -> bytes | None:
+        """The kind of the next message, which must be one of ``kinds`` (None: the other side has gone)."""
+        got = self._message(kinds)
+        return None if got is None else got[0]
+
+    def _message(self, kinds: bytes) -> tuple[bytes, bytes] | None:
         if self.broken:
             return None
         head = _read_exact(self.reader, 5)
-        if head is None or head[:1] != kind:
+        if head is None or head[:1] not in [kinds[i : i + 1] for i in range(len(kinds))]:
             self.broken = True
             return None
         size = struct.unpack("<I", head[1:])[0]
@@ -251,9 +340,7 @@ class _Channel:
         if body is None:
             self.broken = True
             return None
-        if not size:
-            return None if expect_payload else b""
-        return pickle.loads(body)
+        return head[:1], body
 
     def close(self) -> None:
         for fd in (self.reader, self.writer):

@@ -126,3 +126,56 @@ def test_child_that_dies_is_replaced(fmt, where, tmp_path):
     sample = SAMPLES / manifest()[0]["file"]
     args = ["stats", str(sample), "--duplicates"]
     assert run(args, 2, code=code) == run(args, 1)
+
+
+WRONG_GUESSES = """
+import sys
+from clrlayout.fastwalk import FastWalker
+from clrlayout.cli import main
+
+real = FastWalker.guess
+calls = [0]
+
+def guess(self, seg, lo):  # of every three guesses: one off by a word, one none, one right
+    calls[0] += 1
+    right = real(self, seg, lo)
+    if calls[0] % 3 == 0 and right is not None:
+        return right + self.profile.pointer_size
+    return None if calls[0] % 3 == 1 else right
+
+FastWalker.guess = guess
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "table"])
+def test_wrong_guesses_are_walked_again(fmt, tmp_path):
+    """A window walked from a wrong guess (or with none) is not taken: the parent walks it again from the
+    real cursor, so the output is still the serial one."""
+    path = anomalous_dump(tmp_path)
+    args = ["dump", str(path), "--format", fmt]
+    assert run(args, 2, code=WRONG_GUESSES) == run(args, 1)
+    sample = SAMPLES / manifest()[1]["file"]
+    for args in (["dump", str(sample), "--format", fmt], ["stats", str(sample), "--format", "json"]):
+        assert run(args, 2, code=WRONG_GUESSES) == run(args, 1)
+
+
+@pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
+def test_guesses_on_real_heaps(sample):
+    """Where a window's walk is guessed to start is nearly always where the real walk enters it (a guess
+    that is wrong costs a second walk, not exactness); the plan lists every window the real walk enters."""
+    os.environ["CLRLAYOUT_LIMITS"] = SMALL_WINDOWS
+    try:
+        with open_analysis(str(SAMPLES / sample), limits=limits_from_env()) as a:
+            s = a.heap_steps()
+            entered = {}
+            cursor = s.first()
+            while cursor is not None:
+                entered.setdefault(s.key(cursor), cursor)
+                _, cursor = s.run(cursor)
+            plan = list(s.plan())
+            right = sum(s.guess(key) == cursor for key, cursor in entered.items())
+    finally:
+        del os.environ["CLRLAYOUT_LIMITS"]
+    assert plan == sorted(set(plan)) and set(entered) <= set(plan)
+    assert len(entered) >= 60 and right >= 0.95 * len(entered)

@@ -150,3 +150,30 @@ def test_truncated_samples_give_partial_results_or_typed_errors(entry, tmp_path)
         except ClrLayoutError as e:
             outcomes.add((type(e).__name__, None))
     assert ("ok", True) in outcomes or any(o[0] != "ok" for o in outcomes)
+
+
+@pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
+def test_read_window_is_read_available(sample, tmp_path):
+    """The heap walk's big reads (a map of the file where the bytes are one aligned piece of it, a copy
+    elsewhere) give the bytes read_available gives, from at most a page earlier; cut files too."""
+    import random
+
+    data = (SAMPLES / sample).read_bytes()
+    cut = tmp_path / "cut"
+    cut.write_bytes(data[: len(data) * 3 // 4])
+    rng = random.Random(sample)
+    mapped = 0
+    for path in (SAMPLES / sample, cut):
+        with open_dump(str(path)) as dump:
+            space = dump.memory
+            runs = [r for r in space.iter_runs() if r[1] - r[0] >= 8192]
+            for _ in range(200):
+                lo, hi = rng.choice(runs)
+                address = lo + 8 * rng.randrange((hi - lo) // 8)
+                size = rng.randrange(1, 3 * 65536)
+                start, got = space.read_window(address, size)
+                assert address - 65536 < start <= address and (address - start) % 8 == 0
+                assert got[address - start :] == space.read_available(address, size)
+                mapped += not isinstance(got, bytes)
+    if sample.endswith(".core"):  # an ELF core's segments are page-aligned in the file: maps
+        assert mapped > 0
