@@ -43,7 +43,12 @@ class StringBatch:
     def aligned_sizes(self) -> np.ndarray:
         o = self.profile.object
         sizes = self.sizes
-        a = np.where(self.large, o.large_object_alignment, o.alignment).astype(np.int64) - 1
+        if not self.large.any():
+            a = o.alignment - 1
+        elif self.large.all():
+            a = o.large_object_alignment - 1
+        else:
+            a = np.where(self.large, o.large_object_alignment, o.alignment).astype(np.int64) - 1
         return np.maximum((sizes + a) & ~a, o.min_object_size)
 
     def raw(self, i: int) -> bytes:
@@ -131,33 +136,35 @@ def batch_from_objects(profile: Profile, objects: Iterable[StringObject]) -> Str
 
 
 def batch_from_window(win, string_mt: int, profile: Profile, space, findings=None) -> list[StringBatch]:
-    """The strings of a fast-walk window: one batch over the window's own buffer, plus one for a string
-    whose characters run past the buffer (read on its own)."""
+    """The strings of a fast-walk window: one batch over the window's own buffer, plus one for the strings
+    whose characters run past the buffer (read on their own)."""
     sel = win.method_tables == np.uint64(string_mt)
-    if not sel.any():
+    count = int(np.count_nonzero(sel))
+    if not count:
         return []
-    offs = win.offsets[sel]
-    lengths = win.counts[sel]
+    offs, lengths = (win.offsets, win.counts) if count == len(sel) else (win.offsets[sel], win.counts[sel])
     data = win.data
     o = profile.object
     s = profile.string
     chars = offs + s.chars_offset
-    ends = chars + 2 * lengths + s.terminator_size
-    u32 = np.frombuffer(data, dtype="<u4", count=len(data) // 4)
-    inside = ends <= len(data)
+    # objects do not overlap, so the strings' ends are in order: those inside the buffer come first
+    inside = int(np.searchsorted(chars + 2 * lengths + s.terminator_size, len(data), side="right"))
     out = []
-    if inside.any():
-        io, ic, il = offs[inside], chars[inside], lengths[inside]
-        headers = u32[(io + o.sync_block_offset) // 4].astype(np.uint64) if o.header_size else np.zeros(len(io), np.uint64)
-        pad = u32[(io - o.header_size) // 4].astype(np.uint64) if o.header_size == 8 else None
+    if inside:
+        io, ic, il = offs[:inside], chars[:inside], lengths[:inside]
+        u32 = np.frombuffer(data, dtype="<u4", count=len(data) // 4)
+        headers = u32.take((io + o.sync_block_offset) >> 2).astype(np.uint64) if o.header_size \
+            else np.zeros(len(io), np.uint64)
+        pad = u32.take((io - o.header_size) >> 2).astype(np.uint64) if o.header_size == 8 else None
         u16 = np.frombuffer(data, dtype="<u2", count=len(data) // 2)
-        terminated = u16[(ic + 2 * il) // 2] == 0
-        out.append(StringBatch(profile, string_mt, np.uint64(win.base) + io.astype(np.uint64), il.astype(np.int64), headers,
-                               np.full(len(io), win.segment.large), data, ic.astype(np.int64), pad, terminated))
-    if (~inside).any():
+        terminated = u16.take((ic + 2 * il) >> 1) == 0
+        addresses = np.uint64(win.base) + io.astype(np.uint64)
+        out.append(StringBatch(profile, string_mt, addresses, il.astype(np.int64, copy=False), headers,
+                               np.full(len(io), win.segment.large), data, ic, pad, terminated))
+    if inside < len(offs):
         from .strings import read_strings
 
-        objs = read_strings(space, profile, (win.base + int(x) for x in offs[~inside]), win.segment.large, findings)
+        objs = read_strings(space, profile, (win.base + int(x) for x in offs[inside:]), win.segment.large, findings)
         if objs:
             out.append(batch_from_objects(profile, objs))
     return out

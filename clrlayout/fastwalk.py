@@ -34,7 +34,7 @@ from .methodtable import MethodTables
 TAIL = 64  # bytes read past a window, so that the last object's fixed fields are in the buffer
 LEARN_SPAN = 256 * 1024  # after learning a MethodTable, candidates are first recomputed this far
 MAX_HIGHS = 4  # MethodTables in more loader-heap regions than this: a range test instead
-GUESS_SPAN = 64 * 1024  # a guess walks from the first known MethodTable this far before the window
+GUESS_SPAN = 16 * 1024  # a guess walks from the first known MethodTable this far before the window
 
 
 def window_size(space: AddressSpace) -> int:
@@ -268,12 +268,15 @@ class FastWalker:
             if not t.size:
                 idx = np.zeros(0, dtype=np.int64)
             elif ptr == 8 and little and len(t.highs) <= MAX_HIGHS:
-                # an exact test of the upper 32-bit half: one comparison per loader-heap region
-                high = np.frombuffer(data, dtype=self.u32, count=2 * len(words))[2 * first + 1 : 2 * last : 2]
-                hit = high == np.uint32(t.highs[0])
+                # an exact test of the upper 32-bit half: one comparison per loader-heap region, over both
+                # halves of every word (contiguous, which numpy does several times faster than every other
+                # half); then each word's two flags read as one little-endian 16-bit number: > 1 when the
+                # upper half matched
+                halves = np.frombuffer(data, dtype=self.u32, count=2 * len(words))[2 * first : 2 * last]
+                hit = halves == np.uint32(t.highs[0])
                 for h in t.highs[1:]:
-                    hit |= high == np.uint32(h)
-                idx = np.flatnonzero(hit)
+                    hit |= halves == np.uint32(h)
+                idx = np.flatnonzero(hit.view("<u2") > 1)
             else:
                 # words in [lo, hi + GC bits]: one subtraction and one unsigned comparison
                 idx = np.flatnonzero((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))

@@ -38,8 +38,9 @@ class Limits:
     max_string_length: int = 0x3FFFFFDF
     #: GC heap segments followed through their `next` links
     max_segments: int = 1_000_000
-    #: window of target memory scanned at once (bounds memory use of the scanners)
-    scan_window: int = 16 * MiB
+    #: window of target memory scanned at once (bounds memory use of the scanners; small enough that a
+    #: window and its temporaries stay in the CPU cache while it is worked on, with two processes)
+    scan_window: int = 4 * MiB
     #: findings kept in a report (more are counted, not stored)
     max_findings: int = 1_000
     #: distinct MethodTables validated during one heap walk

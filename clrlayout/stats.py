@@ -71,16 +71,18 @@ class StatsCollector:
         lengths = batch.lengths.astype(np.int64)
         self.count += len(batch)
         self.size += int(sizes.sum())
-        self.aligned += int(aligned.sum())
+        total = int(aligned.sum())
+        self.aligned += total
         self.length += int(lengths.sum())
-        buckets = np.zeros(len(lengths), dtype=np.int64)
-        nz = lengths > 0
-        buckets[nz] = np.floor(np.log2(lengths[nz])).astype(np.int64) + 1  # 0 | 1 | 2-3 | 4-7 | ...
+        buckets = np.frexp(lengths)[1]  # the bit length: 0 | 1 | 2-3 | 4-7 | ... (exact below 2**53)
         self.hist_count += np.bincount(buckets, minlength=64)[:64]
         self.hist_bytes += np.bincount(buckets, weights=aligned, minlength=64)[:64].astype(np.int64)
-        for name, mask in (("loh", batch.large), ("soh", ~batch.large)):
-            self.heaps[name][0] += int(mask.sum())
-            self.heaps[name][1] += int(aligned[mask].sum())
+        large = int(np.count_nonzero(batch.large))
+        large_bytes = int(aligned[batch.large].sum()) if large else 0
+        self.heaps["loh"][0] += large
+        self.heaps["loh"][1] += large_bytes
+        self.heaps["soh"][0] += len(batch) - large
+        self.heaps["soh"][1] += total - large_bytes
         k = min(self.top, len(batch))
         for i in np.argpartition(-sizes, k - 1)[:k]:
             item = (int(sizes[i]), -int(batch.addresses[i]), int(lengths[i]), batch.value(int(i))[:80])
@@ -88,6 +90,9 @@ class StatsCollector:
                 heapq.heappush(self._largest, item)
             elif item > self._largest[0]:
                 heapq.heapreplace(self._largest, item)
+
+    def __getstate__(self) -> dict:  # to another process: the totals, not the profile (merge needs none)
+        return {**self.__dict__, "profile": None}
 
     def merge(self, other: "StatsCollector") -> None:
         """Add what another collector saw (another part of the heap)."""
