@@ -31,7 +31,8 @@ from .findings import FindingKind, Findings
 from .gcheap import Segment
 from .methodtable import MethodTables
 
-TAIL = 64  # bytes read past a window, so that the last object's fixed fields are in the buffer
+TAIL = 4096  # bytes read past a window, so that its last objects are in the buffer (their fixed fields
+# must be; a string whose characters are not is read again on its own, see batches.batch_from_window)
 LEARN_SPAN = 256 * 1024  # after learning a MethodTable, candidates are first recomputed this far
 MAX_HIGHS = 4  # MethodTables in more loader-heap regions than this: a range test instead
 GUESS_SPAN = 16 * 1024  # a guess walks from the first known MethodTable this far before the window

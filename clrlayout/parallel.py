@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -190,16 +192,22 @@ def _alone(analysis, steps, render, merger: _Merger, cursor) -> None:
         cursor = r.nxt
 
 
+AHEAD = 3  # own windows a process walks ahead of the chain while it waits for the other (bounds memory)
+
+
 class _Parent:
     """Follows the real chain over the windows of ``plan``: the even ones walked here (ahead of the chain,
     from guesses, while the child works), the odd ones by the child.  Each is taken if it started where the
-    chain enters it, and walked again here if not."""
+    chain enters it, and walked again here if not.  Whenever it would wait for the child, it walks its own
+    next windows instead (at most AHEAD)."""
 
     def __init__(self, analysis, steps, render, merger: _Merger, channel: "_Channel", plan: list):
         self.analysis, self.steps, self.render, self.merger = analysis, steps, render, merger
         self.channel, self.plan = channel, plan
         self.ahead: dict[int, _Result | None] = {}  # own windows walked ahead, by plan index
-        self.heard = 0  # the child's results received (its n-th is for plan index 2n + 1)
+        self.results: deque = deque()  # the child's results heard and not yet taken, in plan order
+        self.heard = 0  # the child's results heard (its n-th is for plan index 2n + 1)
+        self.written = 0  # the child's windows it has written
 
     def run(self) -> None:
         plan, idx = self.plan, 0
@@ -229,8 +237,6 @@ class _Parent:
         return r
 
     def _childs(self, idx: int, cursor) -> _Result | None:
-        if idx + 1 < len(self.plan) and not self.channel.broken:  # work while the child finishes its window
-            self.ahead[idx + 1] = _speculate(self.analysis, self.steps, self.render, self.plan[idx + 1])
         r = self._receive(idx)
         if r is None:
             return None
@@ -239,7 +245,8 @@ class _Parent:
             return None
         if r.has_data:  # the child writes it
             self._verdict(r, b"T")
-            if self.channel.receive(b"S", expect_payload=False) is None:
+            written = self.written
+            if not self._wait(lambda: self.written > written, idx):
                 return None  # the child went away before it had written it
         return r
 
@@ -250,13 +257,42 @@ class _Parent:
             self._verdict(self._receive(idx), b"X")
 
     def _receive(self, idx: int) -> _Result | None:
-        """The child's result for plan index ``idx`` (None: the child has gone, or made no guess)."""
-        while not self.channel.broken and 2 * self.heard + 1 <= idx:
-            r = self.channel.receive(b"R")
-            self.heard += 1
-            if 2 * self.heard - 1 == idx:
-                return r
-        return None
+        """The child's result for plan index ``idx`` (None: the child has gone, or made no guess).  The
+        child's results are taken in plan order, each once."""
+        n = (idx - 1) // 2
+        if not self._wait(lambda: self.heard > n, idx) and self.heard <= n:
+            return None
+        r = self.results.popleft()
+        if r is not None and r.has_data and self.channel.broken:
+            return None  # its output went with the child
+        return r
+
+    def _wait(self, done: Callable[[], bool], idx: int) -> bool:
+        """Hear the child until ``done()``, walking own windows after ``idx`` while it has nothing to say.
+        False: the child has gone."""
+        while not done():
+            if self.channel.broken:
+                return False
+            if not self.channel.ready() and self._walk_ahead(idx):
+                continue
+            got = self.channel.message(b"RS")
+            if got is None:
+                return False
+            if got[0] == b"R":
+                self.results.append(got[1])
+                self.heard += 1
+            else:
+                self.written += 1
+        return True
+
+    def _walk_ahead(self, idx: int) -> bool:
+        """Walk the next own window after ``idx`` not yet walked, if any is within AHEAD."""
+        first = idx + 1 if idx % 2 else idx + 2  # own windows are the even ones
+        for j in range(first, min(len(self.plan), first + 2 * AHEAD - 1), 2):
+            if j not in self.ahead:
+                self.ahead[j] = _speculate(self.analysis, self.steps, self.render, self.plan[j])
+                return True
+        return False
 
     def _verdict(self, r: _Result | None, kind: bytes) -> None:
         if r is not None and r.has_data:
@@ -265,10 +301,12 @@ class _Parent:
 
 def _child(analysis, steps, render, channel: "_Channel", plan: list) -> None:
     """The odd windows of ``plan``, walked from guesses; each result goes to the parent, and its output is
-    written when the parent gives the turn (T) or dropped (X).  Never returns."""
+    written when the parent gives the turn (T) or dropped (X).  Between windows it takes the verdicts that
+    have come; it waits for one only with AHEAD outputs kept back.  Never returns."""
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: the parent reports it
+        kept: deque = deque()  # outputs sent and not yet judged, in order
         for idx in range(1, len(plan), 2):
             r = _speculate(analysis, steps, render, plan[idx])
             data = b""
@@ -278,17 +316,29 @@ def _child(analysis, steps, render, channel: "_Channel", plan: list) -> None:
             if not channel.send(b"R", r):
                 break
             if data:
-                kind = channel.receive_kind(b"TX")
-                if kind is None:
-                    break
-                if kind == b"T":
-                    write_out(data)
-                    if not channel.send(b"S", None):
-                        break
+                kept.append(data)
+            if not _judged(channel, kept, AHEAD):
+                break
+        _judged(channel, kept, 0)
     except BaseException:  # the parent does what the child could not
         code = 1
     finally:
         os._exit(code)
+
+
+def _judged(channel: "_Channel", kept: deque, room: int) -> bool:
+    """Take the parent's verdicts on kept outputs: those that have come, and more until fewer than
+    ``room`` are kept.  False: the parent has gone."""
+    while kept and (len(kept) >= max(room, 1) or channel.ready()):
+        kind = channel.receive_kind(b"TX")
+        if kind is None:
+            return False
+        data = kept.popleft()
+        if kind == b"T":
+            write_out(data)
+            if not channel.send(b"S", None):
+                return False
+    return True
 
 
 # --- the pipes ----------------------------------------------------------------------------------------
@@ -327,6 +377,17 @@ class _Channel:
         """The kind of the next message, which must be one of ``kinds`` (None: the other side has gone)."""
         got = self._message(kinds)
         return None if got is None else got[0]
+
+    def message(self, kinds: bytes) -> tuple[bytes, object] | None:
+        """The next message, of one of ``kinds``: (kind, payload or None)."""
+        got = self._message(kinds)
+        if got is None:
+            return None
+        return got[0], (pickle.loads(got[1]) if got[1] else None)
+
+    def ready(self) -> bool:
+        """Whether a message has begun to come (or the other side has gone)."""
+        return self.broken or bool(select.select([self.reader], [], [], 0)[0])
 
     def _message(self, kinds: bytes) -> tuple[bytes, bytes] | None:
         if self.broken:

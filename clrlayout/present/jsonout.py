@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import encode_basestring  # the C encoder json.dumps uses for a str
 
 from ..strings import StringObject
 from ..structs import decode_utf16
@@ -70,6 +71,20 @@ class _Middles(dict):
         return value
 
 
+_MIDDLES: dict = {}
+
+
+def _middles(batch) -> _Middles:
+    """The middles of a batch's profile and MethodTable, kept from batch to batch."""
+    key = (id(batch.profile), batch.method_table)
+    found = _MIDDLES.get(key)
+    if found is None or found.profile is not batch.profile or len(found) > 65536:  # bounded
+        if len(_MIDDLES) > 16:
+            _MIDDLES.clear()
+        found = _MIDDLES[key] = _Middles(batch)
+    return found
+
+
 def _plain_strings(batch, units):
     """Which strings of a batch are plain: every unit printable ASCII but " and \\ (arithmetic on the whole
     buffer, then one ``logical_or.reduceat`` per string)."""
@@ -107,17 +122,25 @@ def _prefixes(addresses, head: bytes) -> list:
     width = max(1, (int(a.max()).bit_length() + 3) // 4)
     if width != max(1, (int(a.min()).bit_length() + 3) // 4):
         return list(map((head + b"%x").__mod__, a.tolist()))
+    # the leading digits that all the addresses share (those of min and max) are written once
+    varying = min(width, max(1, (int(a.min() ^ a.max()).bit_length() + 3) // 4))
+    prefix = head + b"%0*x" % (width, int(a.min()))
     rows = np.empty((len(a), len(head) + width), dtype=np.uint8)
-    rows[:, : len(head)] = np.frombuffer(head, dtype=np.uint8)
-    shifts = np.arange(4 * (width - 1), -1, -4, dtype=np.uint64)
-    rows[:, len(head) :] = np.frombuffer(_HEX, dtype=np.uint8)[(a[:, None] >> shifts) & np.uint64(15)]
+    rows[:, : len(prefix) - varying] = np.frombuffer(prefix[: len(prefix) - varying], dtype=np.uint8)
+    shifts = np.arange(4 * (varying - 1), -1, -4, dtype=np.uint64)
+    rows[:, len(prefix) - varying :] = np.frombuffer(_HEX, dtype=np.uint8)[(a[:, None] >> shifts) & np.uint64(15)]
     return rows.view(f"S{rows.shape[1]}").ravel().tolist()
 
 
-def _json_value(raw: bytes) -> bytes:
-    """The JSON text of a value between its quotes, as :func:`dumps` writes it in a line."""
-    text = json.dumps(decode_utf16(raw), ensure_ascii=False)[1:-1]
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+def _json_values(raws: list) -> list:
+    """The JSON text of each value between its quotes, as :func:`dumps` writes it in a line: json's own
+    C string encoder for each, then one substitution and one encode for them all (an encoded value holds
+    no newline, so they are joined and split on newlines)."""
+    if not raws:
+        return []
+    text = "\n".join(map(encode_basestring, map(decode_utf16, raws)))
+    lines = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8").split(b"\n")
+    return [line[1:-1] for line in lines]
 
 
 _ZERO_TAIL = b'", "header": 0}\n'
@@ -140,9 +163,10 @@ def batch_lines(batch) -> bytes:
     start = offsets // 2
     chars = list(map(low.__getitem__, map(slice, start.tolist(), (start + batch.lengths).tolist())))
     keys = (batch.lengths.astype(np.int64) << 1) | batch.large
-    mids = list(map(_Middles(batch).__getitem__, keys.tolist()))
-    for i in np.flatnonzero(~plain).tolist():
-        chars[i] = _json_value(batch.raw(i))
+    mids = list(map(_middles(batch).__getitem__, keys.tolist()))
+    others = np.flatnonzero(~plain).tolist()
+    for i, value in zip(others, _json_values(list(map(batch.raw, others)))):
+        chars[i] = value
     # three pieces a line, each line's tail going with the next line's head; joined once
     pieces = [None] * (3 * n + 1)
     heads = _prefixes(batch.addresses, _ZERO_TAIL + _HEAD)
