@@ -497,5 +497,9 @@ def entry_point() -> None:
     except BrokenPipeError:  # `clrlayout ... | head`: the reader left; not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    if sys.argv[1:2] != ["live"]:  # `live` exits normally, which shuts the hosted runtime down
+        # all is written: leave without tearing the interpreter down (30 ms of a 0.5 s `stats`)
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
