@@ -87,12 +87,18 @@ class Dump:
 
 class BoundedReader:
     """A read-only file-like view of a source for third-party parsers: no single read returns more than
-    ``limit`` bytes, whatever size the parser asks for (sizes come from the untrusted file)."""
+    ``limit`` bytes, whatever size the parser asks for (sizes come from the untrusted file).  Small reads
+    are served from one read-ahead block (parsers read a field at a time: a core's file table took
+    13,000 reads)."""
+
+    AHEAD = 64 * 1024
 
     def __init__(self, source, limit: int):
         self._source = source
         self._limit = limit
         self._pos = 0
+        self._block_at = 0
+        self._block = b""
 
     def seek(self, offset: int, whence: int = 0) -> int:
         if whence == 1:
@@ -107,8 +113,15 @@ class BoundedReader:
 
     def read(self, n: int = -1) -> bytes:
         remaining = max(0, self._source.size - self._pos)
-        n = remaining if n is None or n < 0 else min(n, remaining)
-        data = self._source.pread(self._pos, min(n, self._limit))
+        n = min(remaining if n is None or n < 0 else min(n, remaining), self._limit)
+        at = self._pos - self._block_at
+        if not 0 <= at or at + n > len(self._block):
+            if n > self.AHEAD // 4:  # a big read goes straight to the source
+                data = self._source.pread(self._pos, n)
+                self._pos += len(data)
+                return data
+            self._block_at, self._block, at = self._pos, self._source.pread(self._pos, self.AHEAD), 0
+        data = self._block[at : at + n]
         self._pos += len(data)
         return data
 
