@@ -19,6 +19,7 @@ output stays whole.  A parent that goes away takes the child with it.
 
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
 import select
@@ -81,6 +82,9 @@ def run_steps(analysis, render: Callable, *, share: bool = False, progress=None,
         _alone(analysis, steps, render, merger, steps.first())
         return merger.totals()
     plan = list(steps.plan())
+    claims = mmap.mmap(-1, max(1, len(plan)))  # shared by the two processes: who walks each window
+    if plan:
+        claims[0] = _PARENT  # the first window is the parent's, walked from the chain's first cursor
     sys.stdout.flush()
     sys.stderr.flush()
     to_child_r, to_child_w = os.pipe()
@@ -89,15 +93,16 @@ def run_steps(analysis, render: Callable, *, share: bool = False, progress=None,
     if pid == 0:  # the child: never returns
         os.close(to_child_w)
         os.close(to_parent_r)
-        _child(analysis, steps, render, _Channel(to_child_r, to_parent_w), plan)
+        _child(analysis, steps, render, _Channel(to_child_r, to_parent_w), plan, claims)
     os.close(to_child_r)
     os.close(to_parent_w)
     channel = _Channel(to_parent_r, to_child_w)
     try:
-        _Parent(analysis, steps, render, merger, channel, plan).run()
+        _Parent(analysis, steps, render, merger, channel, plan, claims).run()
     finally:
         channel.close()
         _reap(pid)
+        claims.close()
     return merger.totals()
 
 
@@ -192,22 +197,25 @@ def _alone(analysis, steps, render, merger: _Merger, cursor) -> None:
         cursor = r.nxt
 
 
-AHEAD = 3  # own windows a process walks ahead of the chain while it waits for the other (bounds memory)
+AHEAD = 3  # windows a process walks ahead of the chain while it waits for the other (bounds memory)
+_FREE, _PARENT, _CHILD = 0, 1, 2  # a window's entry in the claim table
 
 
 class _Parent:
-    """Follows the real chain over the windows of ``plan``: the even ones walked here (ahead of the chain,
-    from guesses, while the child works), the odd ones by the child.  Each is taken if it started where the
-    chain enters it, and walked again here if not.  Whenever it would wait for the child, it walks its own
-    next windows instead (at most AHEAD)."""
+    """Follows the real chain over the windows of ``plan``.  A window nobody has claimed when the chain
+    gets there, the parent claims and walks from the real cursor.  A window the child claimed comes from
+    the child, and one the parent claimed ahead of the chain (while it waited for the child) from there:
+    either is taken if it started where the chain enters it, and walked again here if not."""
 
-    def __init__(self, analysis, steps, render, merger: _Merger, channel: "_Channel", plan: list):
+    def __init__(self, analysis, steps, render, merger: _Merger, channel: "_Channel", plan: list, claims):
         self.analysis, self.steps, self.render, self.merger = analysis, steps, render, merger
-        self.channel, self.plan = channel, plan
+        self.channel, self.plan, self.claims = channel, plan, claims
+        self.mine: set[int] = {0} if plan else set()  # windows this process claimed
         self.ahead: dict[int, _Result | None] = {}  # own windows walked ahead, by plan index
-        self.results: deque = deque()  # the child's results heard and not yet taken, in plan order
-        self.heard = 0  # the child's results heard (its n-th is for plan index 2n + 1)
+        self.theirs: dict[int, _Result | None] = {}  # the child's results not yet taken, by plan index
+        self.passed = 0  # the chain is past the windows before this plan index
         self.written = 0  # the child's windows it has written
+        self.next_free = 1  # where to look for a window to claim
 
     def run(self) -> None:
         plan, idx = self.plan, 0
@@ -215,21 +223,26 @@ class _Parent:
         while cursor is not None:
             key = self.steps.key(cursor)
             while idx < len(plan) and plan[idx] < key:  # windows the chain went past
-                self._drop(idx)
+                self._pass(idx)
                 idx += 1
             r = None
             if idx < len(plan) and plan[idx] == key:
-                r = self._own(idx, cursor) if idx % 2 == 0 else self._childs(idx, cursor)
+                r = self._taken(idx, cursor)
+                self._pass(idx)
                 idx += 1
             if r is None:  # walked here
                 r = _step(self.analysis, self.steps, self.render, cursor)
                 write_out(r.out.data)
             self.merger.add(r)
             cursor = r.nxt
-        for i in range(idx, len(plan)):  # the chain ended: whatever is left is not part of it
-            self._drop(i)
 
-    def _own(self, idx: int, cursor) -> _Result | None:
+    def _taken(self, idx: int, cursor) -> _Result | None:
+        """Window ``idx``, walked from ``cursor``, if the child or the parent has already walked it so."""
+        if idx not in self.mine and not self.channel.broken and self.claims[idx] == _CHILD:
+            return self._childs(idx, cursor)
+        if idx not in self.mine:  # nobody's yet: walked here (the child may have claimed it meanwhile)
+            self._claim(idx)
+            return None
         r = self.ahead.pop(idx, None)
         if r is None or r.start != cursor:
             return None
@@ -237,39 +250,35 @@ class _Parent:
         return r
 
     def _childs(self, idx: int, cursor) -> _Result | None:
-        r = self._receive(idx)
+        if not self._wait(lambda: idx in self.theirs, idx):
+            return None  # the child has gone
+        r = self.theirs.pop(idx)
         if r is None:
-            return None
+            return None  # it made no guess
         if r.start != cursor:
-            self._verdict(r, b"X")
+            self._verdict(idx, r, b"X")
             return None
         if r.has_data:  # the child writes it
-            self._verdict(r, b"T")
+            self._verdict(idx, r, b"T")
             written = self.written
             if not self._wait(lambda: self.written > written, idx):
                 return None  # the child went away before it had written it
         return r
 
-    def _drop(self, idx: int) -> None:
-        if idx % 2 == 0:
-            self.ahead.pop(idx, None)
-        else:
-            self._verdict(self._receive(idx), b"X")
+    def _pass(self, idx: int) -> None:
+        """The chain is past window ``idx``: what was walked of it and not taken goes."""
+        self.passed = idx + 1
+        self.ahead.pop(idx, None)
+        if idx in self.theirs:
+            self._verdict(idx, self.theirs.pop(idx), b"X")
 
-    def _receive(self, idx: int) -> _Result | None:
-        """The child's result for plan index ``idx`` (None: the child has gone, or made no guess).  The
-        child's results are taken in plan order, each once."""
-        n = (idx - 1) // 2
-        if not self._wait(lambda: self.heard > n, idx) and self.heard <= n:
-            return None
-        r = self.results.popleft()
-        if r is not None and r.has_data and self.channel.broken:
-            return None  # its output went with the child
-        return r
+    def _claim(self, idx: int) -> None:
+        self.mine.add(idx)
+        self.claims[idx] = _PARENT
 
     def _wait(self, done: Callable[[], bool], idx: int) -> bool:
-        """Hear the child until ``done()``, walking own windows after ``idx`` while it has nothing to say.
-        False: the child has gone."""
+        """Hear the child until ``done()``, walking unclaimed windows after ``idx`` while it has nothing
+        to say.  False: the child has gone."""
         while not done():
             if self.channel.broken:
                 return False
@@ -278,45 +287,57 @@ class _Parent:
             got = self.channel.message(b"RS")
             if got is None:
                 return False
-            if got[0] == b"R":
-                self.results.append(got[1])
-                self.heard += 1
-            else:
+            if got[0] == b"S":
                 self.written += 1
+                continue
+            j, r = got[1]
+            if j < self.passed or j in self.mine:  # the chain is past it, or the parent walked it too
+                self._verdict(j, r, b"X")
+            else:
+                self.theirs[j] = r
         return True
 
     def _walk_ahead(self, idx: int) -> bool:
-        """Walk the next own window after ``idx`` not yet walked, if any is within AHEAD."""
-        first = idx + 1 if idx % 2 else idx + 2  # own windows are the even ones
-        for j in range(first, min(len(self.plan), first + 2 * AHEAD - 1), 2):
-            if j not in self.ahead:
-                self.ahead[j] = _speculate(self.analysis, self.steps, self.render, self.plan[j])
-                return True
-        return False
+        """Claim and walk the next unclaimed window after ``idx``, if one is within reach."""
+        if len(self.ahead) >= AHEAD:
+            return False
+        j = max(self.next_free, idx + 1)
+        while j < len(self.plan) and (j in self.mine or self.claims[j] != _FREE):
+            j += 1
+        self.next_free = j
+        if j >= len(self.plan) or j > idx + 4 * AHEAD:
+            return False
+        self._claim(j)
+        self.ahead[j] = _speculate(self.analysis, self.steps, self.render, self.plan[j])
+        return True
 
-    def _verdict(self, r: _Result | None, kind: bytes) -> None:
+    def _verdict(self, idx: int, r: _Result | None, kind: bytes) -> None:
         if r is not None and r.has_data:
-            self.channel.send(kind, None)
+            self.channel.send(kind, idx)
 
 
-def _child(analysis, steps, render, channel: "_Channel", plan: list) -> None:
-    """The odd windows of ``plan``, walked from guesses; each result goes to the parent, and its output is
-    written when the parent gives the turn (T) or dropped (X).  Between windows it takes the verdicts that
-    have come; it waits for one only with AHEAD outputs kept back.  Never returns."""
+def _child(analysis, steps, render, channel: "_Channel", plan: list, claims) -> None:
+    """Claims the next unclaimed window, walks it from a guess and sends the result to the parent, until
+    none is left.  Its output is written when the parent gives the turn (T) or dropped (X); between
+    windows it takes the verdicts that have come, and waits for one only with AHEAD outputs kept back.
+    Never returns."""
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: the parent reports it
-        kept: deque = deque()  # outputs sent and not yet judged, in order
-        for idx in range(1, len(plan), 2):
+        kept: dict[int, bytes] = {}  # outputs sent and not yet judged
+        for idx in range(len(plan)):
+            if claims[idx] != _FREE:
+                continue
+            claims[idx] = _CHILD
             r = _speculate(analysis, steps, render, plan[idx])
             data = b""
             if r is not None:
                 data, r.out.data = r.out.data, b""
                 r.has_data = bool(data)
-            if not channel.send(b"R", r):
+            if not channel.send(b"R", (idx, r)):
                 break
             if data:
-                kept.append(data)
+                kept[idx] = data
             if not _judged(channel, kept, AHEAD):
                 break
         _judged(channel, kept, 0)
@@ -326,15 +347,15 @@ def _child(analysis, steps, render, channel: "_Channel", plan: list) -> None:
         os._exit(code)
 
 
-def _judged(channel: "_Channel", kept: deque, room: int) -> bool:
+def _judged(channel: "_Channel", kept: dict, room: int) -> bool:
     """Take the parent's verdicts on kept outputs: those that have come, and more until fewer than
     ``room`` are kept.  False: the parent has gone."""
     while kept and (len(kept) >= max(room, 1) or channel.ready()):
-        kind = channel.receive_kind(b"TX")
-        if kind is None:
+        got = channel.message(b"TX")
+        if got is None:
             return False
-        data = kept.popleft()
-        if kind == b"T":
+        data = kept.pop(got[1], b"")
+        if got[0] == b"T":
             write_out(data)
             if not channel.send(b"S", None):
                 return False

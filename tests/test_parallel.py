@@ -179,3 +179,37 @@ def test_guesses_on_real_heaps(sample):
         del os.environ["CLRLAYOUT_LIMITS"]
     assert plan == sorted(set(plan)) and set(entered) <= set(plan)
     assert len(entered) >= 60 and right >= 0.95 * len(entered)
+
+
+BLIND_CHILD = """
+import sys
+import clrlayout.parallel as parallel
+from clrlayout.cli import main
+
+real = parallel._child
+
+
+class Blind:  # the child sees every window as unclaimed: both processes walk the same windows
+    def __init__(self, claims):
+        self.claims = claims
+
+    def __getitem__(self, i):
+        return parallel._FREE
+
+    def __setitem__(self, i, v):
+        self.claims[i] = v
+
+
+parallel._child = lambda analysis, steps, render, channel, plan, claims: real(
+    analysis, steps, render, channel, plan, Blind(claims))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "table"])
+def test_windows_walked_twice_are_taken_once(fmt, tmp_path):
+    """When both processes claim the same window (a race on the claim table), one result is taken and the
+    other dropped: the output is still the serial one."""
+    path = anomalous_dump(tmp_path)
+    for args in (["dump", str(path), "--format", fmt], ["stats", str(path), "--format", "json"]):
+        assert run(args, 2, code=BLIND_CHILD) == run(args, 1)

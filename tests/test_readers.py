@@ -177,3 +177,29 @@ def test_read_window_is_read_available(sample, tmp_path):
                 mapped += not isinstance(got, bytes)
     if sample.endswith(".core"):  # an ELF core's segments are page-aligned in the file: maps
         assert mapped > 0
+
+
+def test_bounded_reader_reads_what_the_file_holds():
+    """The parsers' view of a dump: any seek and read gives the file's bytes, a read is cut at the limit
+    and at the end of the file, small reads come from its read-ahead block, big ones straight through."""
+    import random
+
+    from clrlayout.addrspace import BytesSource
+    from clrlayout.readers import BoundedReader
+
+    rng = random.Random(5)
+    data = bytes(rng.getrandbits(8) for _ in range(300_000))
+    reader = BoundedReader(BytesSource(data), limit=100_000)
+    for _ in range(3000):
+        how = rng.random()
+        if how < 0.2:
+            reader.seek(rng.randrange(len(data) + 10))
+        elif how < 0.3:
+            reader.seek(rng.randrange(-50, 50), 1)
+        elif how < 0.35:
+            reader.seek(-rng.randrange(1, 500), 2)
+        at = reader.tell()
+        n = rng.choice([0, 1, 4, 8, 64, 5000, 20_000, 150_000, -1])
+        got = reader.read(n)
+        want = data[at:] if n < 0 else data[at : at + n]
+        assert got == want[:100_000] and reader.tell() == at + len(got)
