@@ -127,8 +127,8 @@ class Analysis:
         return self.heap.exact and os.environ.get("CLRLAYOUT_WALKER") != "reference"
 
     def heap_steps(self, progress=None):
-        """The vectorised walk of the exact heap as steps from cursor to cursor (``fastwalk.HeapSteps``):
-        two processes can take turns walking it (``parallel.py``)."""
+        """The vectorised walk of the exact heap as steps from cursor to cursor, a window each
+        (``fastwalk.HeapSteps``); two processes can walk its windows side by side (``parallel.py``)."""
         from .fastwalk import FastWalker, HeapSteps
 
         self.string_method_table()
