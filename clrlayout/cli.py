@@ -201,8 +201,8 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
                         step.count += len(batch)
                         step.size += int(batch.sizes.sum())
                         step.aligned += int(batch.aligned_sizes.sum())
-                        chunks.append(render(batch))
-                step.data = b"".join(chunks)
+                        chunks += render(batch)
+                step.data = chunks
                 return step
 
             sys.stdout.flush()
@@ -227,7 +227,7 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
                         _print_layout(a, s)
                 else:
                     sys.stdout.flush()
-                    parallel.write_out(render(batch))
+                    parallel.write_out(render(batch))  # a list of bytes
         progress.close()
         if fmt == "table":
             out(text.total_line(count, size, aligned))
@@ -235,29 +235,29 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
 
 
 def _batch_renderer(fmt: str, ptr: int):
-    """batch -> the bytes of its lines on stdout, for --format table, csv or jsonl."""
+    """batch -> the bytes of its lines on stdout, as a list of bytes, for --format table, csv or jsonl."""
     from .present import jsonout, text
 
     if fmt == "jsonl":
-        return jsonout.batch_lines
+        return jsonout.batch_chunks
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     errors = getattr(sys.stdout, "errors", None) or "strict"
     if fmt == "csv":
         import csv
         import io
 
-        def render_csv(batch) -> bytes:
+        def render_csv(batch) -> list:
             buf = io.StringIO()
             w = csv.writer(buf, lineterminator="\n")
             for s in batch.objects():
                 w.writerow([f"{s.address:#x}", f"{s.method_table:#x}", s.size, s.aligned_size, s.length,
                             s.header, jsonout.csv_value(s.value)])
-            return buf.getvalue().encode(encoding, errors)
+            return [buf.getvalue().encode(encoding, errors)]
 
         return render_csv
 
-    def render_table(batch) -> bytes:
-        return "".join(text.dumpheap_line(s, ptr) + "\n" for s in batch.objects()).encode(encoding, errors)
+    def render_table(batch) -> list:
+        return ["".join(text.dumpheap_line(s, ptr) + "\n" for s in batch.objects()).encode(encoding, errors)]
 
     return render_table
 

@@ -35,10 +35,10 @@ MIN_HEAP_BYTES = 64 << 20  # below this a second process costs more than it save
 
 @dataclass
 class StepOutput:
-    """What a command makes of one step's window: bytes for stdout, totals, and anything else it collects
-    (``extra``, handed to ``absorb`` in heap order)."""
+    """What a command makes of one step's window: bytes for stdout (or a list of them), totals, and
+    anything else it collects (``extra``, handed to ``absorb`` in heap order)."""
 
-    data: bytes = b""
+    data: bytes | list = b""
     count: int = 0
     size: int = 0
     aligned: int = 0
@@ -63,10 +63,14 @@ def can_share(analysis, jobs: int | None, writes: bool = True) -> bool:
     return True
 
 
-def write_out(data: bytes) -> None:
+def write_out(data) -> None:
+    """Write ``data`` (bytes, or a list of bytes written one after the other) to stdout."""
     if data:
         out = sys.stdout.buffer
-        out.write(data)
+        if isinstance(data, (bytes, bytearray)):
+            out.write(data)
+        else:
+            out.writelines(data)
         out.flush()
 
 

@@ -16,6 +16,7 @@ from clrlayout.batches import batch_from_window
 from clrlayout.fastwalk import FastWalker
 from clrlayout.findings import Findings
 from clrlayout.methodtable import MethodTables
+from clrlayout.present import jsonout
 from clrlayout.present.jsonout import batch_lines, string_line
 from clrlayout.profiles import select_profile
 
@@ -25,7 +26,8 @@ def slow_lines(batch) -> bytes:
 
 
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
-def test_fast_lines_equal_plain_lines_on_samples(sample):
+def test_fast_lines_equal_plain_lines_on_samples(sample, monkeypatch):
+    monkeypatch.setattr(jsonout, "CHUNK", 5)
     with open_analysis(str(SAMPLES / sample)) as a:
         batches = list(a.iter_batches())
     assert sum(len(b) for b in batches) > 30
@@ -37,8 +39,12 @@ HARD = ["", "a", 'say "hi"', "back\\slash", "tab\there", "new\nline", "nul\0insi
         "\u4e2d\u6587", "emoji \U0001F600", "lone \ud800 high", "lone \udfff low", "~ }{ ", " " * 40, "x" * 300]
 
 
+@pytest.mark.parametrize("chunk", [8192, 1, 7])
 @pytest.mark.parametrize("arch", ["x64", "x86"])
-def test_fast_lines_equal_plain_lines_on_hard_strings(arch):
+def test_fast_lines_equal_plain_lines_on_hard_strings(arch, chunk, monkeypatch):
+    """Also when a batch is made in chunks of a few lines (each reads only its part of the buffer, and the
+    header word's tail goes with the chunk's last line)."""
+    monkeypatch.setattr(jsonout, "CHUNK", chunk)
     p = select_profile("coreclr", arch, "3.1.23")
     h = SynthHeap(p)
     for i, value in enumerate(HARD * 3):
