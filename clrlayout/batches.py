@@ -80,23 +80,32 @@ class StringBatch:
             yield self.object(i, decode)
 
     def hashes(self) -> np.ndarray:
-        """A 64-bit polynomial hash of each string's UTF-16 units (and length), computed for the whole
-        batch with prefix sums; equal strings get equal hashes.  Duplicates are confirmed byte for byte."""
-        units = np.frombuffer(self.data, dtype="<u2", count=len(self.data) // 2)
-        n = len(units)
-        if not len(self):
-            return np.zeros(0, dtype=np.uint64)
+        """A 64-bit polynomial hash of each string's UTF-16 units (and length), computed with prefix sums
+        over a chunk of strings at a time (each over its own part of the buffer); equal strings get equal
+        hashes.  Duplicates are confirmed byte for byte."""
+        out = np.empty(len(self), dtype=np.uint64)
+        for first in range(0, len(self), HASH_CHUNK):
+            last = min(len(self), first + HASH_CHUNK)
+            out[first:last] = self._chunk_hashes(first, last)
+        return out
+
+    def _chunk_hashes(self, first: int, last: int) -> np.ndarray:
+        offsets, lengths = self.char_offsets[first:last], self.lengths[first:last].astype(np.int64)
+        lo = int(offsets.min())
+        n = (int((offsets + 2 * lengths).max()) - lo) // 2
+        units = np.frombuffer(self.data, dtype="<u2", count=n, offset=lo)
         with np.errstate(over="ignore"):
             powers = _powers(_HASH_BASE, n + 1)
             inverse = _powers(_HASH_INVERSE, n + 1)
             prefix = np.zeros(n + 1, dtype=np.uint64)
             np.cumsum((units.astype(np.uint64) + np.uint64(1)) * powers[:n], out=prefix[1:])
-            start = (self.char_offsets // 2).astype(np.int64)
-            end = start + self.lengths.astype(np.int64)
+            start = (offsets - lo) // 2
+            end = start + lengths
             h = (prefix[end] - prefix[start]) * inverse[start]
-            return h ^ (self.lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+            return h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
 
 
+HASH_CHUNK = 2048  # strings hashed at once: their prefix sums stay small and in the CPU cache
 _HASH_BASE = 0x100000001B3  # FNV's 64-bit prime
 _HASH_INVERSE = pow(_HASH_BASE, -1, 1 << 64)
 _BLOCK = 4096
