@@ -213,3 +213,63 @@ def test_windows_walked_twice_are_taken_once(fmt, tmp_path):
     path = anomalous_dump(tmp_path)
     for args in (["dump", str(path), "--format", fmt], ["stats", str(path), "--format", "json"]):
         assert run(args, 2, code=BLIND_CHILD) == run(args, 1)
+
+
+@pytest.mark.parametrize("sample", [m["file"] for m in manifest()][:2])
+def test_progress_counts_the_heap_once(sample):
+    """The progress bar's bytes: each window's walk is counted once, whichever process walked it, so two
+    processes report what one does."""
+    from clrlayout import parallel
+
+    os.environ["CLRLAYOUT_LIMITS"] = SMALL_WINDOWS
+    try:
+        totals = []
+        for share in (False, True):
+            with open_analysis(str(SAMPLES / sample), limits=limits_from_env()) as a:
+                seen = []
+                parallel.run_steps(a, lambda win: parallel.StepOutput(count=len(win.offsets)), share=share,
+                                   progress=seen.append)
+                totals.append((sum(seen), len(seen)))
+                heap = sum(seg.size for seg in a.heap.segments)
+    finally:
+        del os.environ["CLRLAYOUT_LIMITS"]
+    assert totals[0] == totals[1]
+    assert 0.9 * heap <= totals[0][0] <= heap and totals[0][1] >= 8
+
+
+BAR = """
+import sys
+import clrlayout.present.progress as progress
+from clrlayout.cli import main
+
+progress.PROGRESS_DELAY = 0
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("fmt, tty, shown", [("table", True, True), ("jsonl", True, False), ("table", False, False)])
+def test_progress_bar_only_on_a_terminal_and_for_tables(fmt, tty, shown):
+    """The bar (bytes, strings, rate) goes to stderr when it is a terminal and the output is a table;
+    never with JSON Lines, never into a pipe."""
+    sample = SAMPLES / manifest()[0]["file"]
+    master, slave = os.openpty() if tty else os.pipe()  # (reader, writer)
+    try:
+        p = subprocess.run([sys.executable, "-c", BAR, "dump", str(sample), "--format", fmt, "--jobs", "2"],
+                           stdout=subprocess.DEVNULL, stderr=slave, timeout=120,
+                           env=dict(os.environ, CLRLAYOUT_LIMITS=SMALL_WINDOWS, COLUMNS="120"))
+        os.close(slave)
+        err = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # a pty's reader gets EIO once the writer has gone
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        os.close(master)
+    assert p.returncode == 0
+    assert (b"scanning" in err) == shown
+    if shown:
+        assert b"strings" in err
