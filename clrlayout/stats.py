@@ -174,22 +174,31 @@ class DuplicateCollector:
         return {**self.__dict__, "space": None}
 
     def _members(self):
-        """The strings whose hash another string shares: (hash, length, address) arrays, by hash.  Each
-        list is joined and dropped in turn, so that memory peaks at about 5 words a string."""
-        h = np.concatenate(self._hashes)
-        self._hashes = []
-        order = np.argsort(h)
-        h = h[order]
-        shared = np.zeros(len(h), dtype=bool)
-        shared[1:] = h[1:] == h[:-1]
-        shared[:-1] |= shared[1:]
-        order = order[shared]
-        h = h[shared]
-        n = np.concatenate(self._lengths)[order]
-        self._lengths = []
-        a = np.concatenate(self._addresses)[order]
-        self._addresses = []
-        return h, n, a
+        """The strings whose hash another string shares: (hash, length, address) arrays, by hash.  The
+        shared hashes come from one sorted copy of all the hashes; the members are then picked a part at
+        a time, so that memory peaks at about 3 words a string."""
+        sorted_h = np.concatenate(self._hashes)
+        sorted_h.sort()  # in place: one copy of the hashes, not two
+        shared = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
+        del sorted_h
+        if not len(shared):
+            member = np.zeros(sum(len(p) for p in self._hashes), dtype=bool)
+        else:
+            member = np.concatenate([shared[np.minimum(np.searchsorted(shared, p), len(shared) - 1)] == p
+                                     for p in self._hashes])
+        h, n, a = (self._picked(parts, member) for parts in (self._hashes, self._lengths, self._addresses))
+        self._hashes, self._lengths, self._addresses = [], [], []
+        order = np.argsort(h, kind="stable")
+        return h[order], n[order], a[order]
+
+    @staticmethod
+    def _picked(parts: list, member: np.ndarray) -> np.ndarray:
+        """The members' entries of arrays kept in parts (in the order of the hashes)."""
+        picked, at = [], 0
+        for part in parts:
+            picked.append(part[member[at : at + len(part)]])
+            at += len(part)
+        return np.concatenate(picked) if picked else np.zeros(0, dtype=np.uint64)
 
     def _values(self, lengths: np.ndarray, addresses: np.ndarray) -> list:
         """The raw characters of these strings, read a window at a time in address order."""
