@@ -190,3 +190,19 @@ def test_reader_that_leaves_is_not_an_error():
         p.stdout.close()
         assert p.wait(timeout=60) == 0
         assert p.stderr.read() == b""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_console_script_writes_everything_before_it_leaves(capsys, jobs):
+    """The entry point leaves without tearing the interpreter down (os._exit), after flushing: what it
+    writes to stdout and stderr is what main() writes in-process, to the last byte, into a pipe too."""
+    env = dict(os.environ, CLRLAYOUT_LIMITS="scan_window=4K")
+    env.pop("PYTHONUNBUFFERED", None)  # stdout into a pipe is block-buffered, as users have it
+    for args in (["dump", str(LINUX), "--format", "jsonl"], ["dump", str(X86)], ["stats", str(LINUX)],
+                 ["info", str(X86), "--format", "json"]):
+        code, out, err = run(capsys, *args)
+        extra = ["--jobs", jobs] if args[0] != "info" else []
+        r = subprocess.run([sys.executable, "-m", "clrlayout", *args, *extra], capture_output=True, env=env,
+                           timeout=120)
+        assert (r.returncode, r.stdout.decode("utf-8"), r.stderr.decode("utf-8")) == (code, out, err)
+        assert len(out) > 1000
