@@ -3,15 +3,17 @@
 The heap walk is a chain, but it goes window by window, and windows have fixed bounds
 (``fastwalk.HeapSteps``).  A window can also be walked from a *guess* of where the chain enters it (the end
 of a short walk just before it), so it can be walked before the chain gets there.  So after the dump is
-opened the process forks, the windows that hold dump memory are dealt out in turn, and each process walks
-and formats its windows from guesses, side by side.
+opened the process forks, and the two processes claim the windows that hold dump memory in a shared table,
+each the next free one, and walk and format them side by side: the child always from guesses, the parent
+from the real cursor when the chain reaches a free window, and from guesses while it waits for the child.
 
-The parent then follows the real chain window by window.  A window whose walk started where the real
-cursor enters it is taken as it is: a step depends only on its cursor.  Any other (a wrong guess, which is
-rare, or a window the chain enters in a way that no guess foresaw) the parent walks again from the real
-cursor.  What is taken is written in heap order: the child writes its window's output when the parent
-gives it the turn, or drops it when told to.  Totals, findings and whatever else a command collects come to
-the parent with each window and are merged in heap order.
+The parent follows the real chain window by window.  A window whose walk started where the real cursor
+enters it is taken as it is: a step depends only on its cursor.  Any other (a wrong guess, which is rare, a
+window the chain enters in a way that no guess foresaw, or one both processes claimed at once) the parent
+walks again from the real cursor, or takes its own walk of it.  What is taken is written in heap order:
+the child writes its window's output when the parent gives it the turn, or drops it when told to.
+Totals, findings and whatever else a command collects come to the parent with each window and are merged
+in heap order.
 
 If the child goes away (it is killed, or it fails), the parent walks the rest of the windows itself, so the
 output stays whole.  A parent that goes away takes the child with it.
@@ -26,7 +28,6 @@ import select
 import signal
 import struct
 import sys
-from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
