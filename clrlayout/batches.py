@@ -84,28 +84,34 @@ class StringBatch:
         over a chunk of strings at a time (each over its own part of the buffer); equal strings get equal
         hashes.  Duplicates are confirmed byte for byte."""
         out = np.empty(len(self), dtype=np.uint64)
-        for first in range(0, len(self), HASH_CHUNK):
-            last = min(len(self), first + HASH_CHUNK)
+        for first in range(0, len(self), CHUNK):
+            last = min(len(self), first + CHUNK)
             out[first:last] = self._chunk_hashes(first, last)
         return out
 
-    def _chunk_hashes(self, first: int, last: int) -> np.ndarray:
-        offsets, lengths = self.char_offsets[first:last], self.lengths[first:last].astype(np.int64)
+    def chunk_units(self, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+        """The UTF-16 units of strings ``first`` to ``last - 1``, as one array over their part of the buffer
+        (characters at even offsets), and where each string's characters start in it."""
+        offsets = self.char_offsets[first:last]
         lo = int(offsets.min())
-        n = (int((offsets + 2 * lengths).max()) - lo) // 2
-        units = np.frombuffer(self.data, dtype="<u2", count=n, offset=lo)
+        n = (int((offsets + 2 * self.lengths[first:last]).max()) - lo) // 2
+        return np.frombuffer(self.data, dtype="<u2", count=n, offset=lo), (offsets - lo) // 2
+
+    def _chunk_hashes(self, first: int, last: int) -> np.ndarray:
+        lengths = self.lengths[first:last].astype(np.int64)
+        units, start = self.chunk_units(first, last)
+        n = len(units)
         with np.errstate(over="ignore"):
             powers = _powers(_HASH_BASE, n + 1)
             inverse = _powers(_HASH_INVERSE, n + 1)
             prefix = np.zeros(n + 1, dtype=np.uint64)
             np.cumsum((units.astype(np.uint64) + np.uint64(1)) * powers[:n], out=prefix[1:])
-            start = (offsets - lo) // 2
             end = start + lengths
             h = (prefix[end] - prefix[start]) * inverse[start]
             return h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
 
 
-HASH_CHUNK = 2048  # strings hashed at once: their prefix sums stay small and in the CPU cache
+CHUNK = 2048  # strings worked on at once (hashes, JSON Lines): their temporaries stay in the CPU cache
 _HASH_BASE = 0x100000001B3  # FNV's 64-bit prime
 _HASH_INVERSE = pow(_HASH_BASE, -1, 1 << 64)
 _BLOCK = 4096

@@ -27,6 +27,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .addrspace import AddressSpace
+from .arrays import lookup
 from .findings import FindingKind, Findings
 from .gcheap import Segment
 from .methodtable import MethodTables
@@ -36,12 +37,6 @@ TAIL = 4096  # bytes read past a window, so that its last objects are in the buf
 LEARN_SPAN = 256 * 1024  # after learning a MethodTable, candidates are first recomputed this far
 MAX_HIGHS = 4  # MethodTables in more loader-heap regions than this: a range test instead
 GUESS_SPAN = 16 * 1024  # a guess walks from the first known MethodTable this far before the window
-
-
-def window_size(space: AddressSpace) -> int:
-    """The fixed window of the walk: ``Limits.window``, in whole pages."""
-    w = space.limits.window
-    return max(4096, w - w % 4096)
 
 
 @dataclass
@@ -86,7 +81,7 @@ class HeapSteps:
     def __init__(self, walker: "FastWalker", segments):
         self.walker = walker
         self.segments = list(segments)
-        self.size = window_size(walker.space)
+        self.size = walker.space.limits.window
 
     def first(self) -> Cursor | None:
         return self._normal(0, self.segments[0].start if self.segments else None)
@@ -187,10 +182,11 @@ class FastWalker:
         p = self.profile
         hs = p.object.header_size
         ptr = p.pointer_size
-        size = window_size(self.space)
+        size = self.space.limits.window
         limit = min(seg.end, seg.start + ((pos - seg.start) // size + 1) * size)
-        base, data = self.space.read_window(pos - hs, limit + TAIL - (pos - hs))
-        if len(data) - (pos - hs - base) < min(hs + 2 * ptr, seg.end - (pos - hs)):
+        head = pos - hs  # where the first object's bytes begin
+        base, data = self.space.read_window(head, limit + TAIL - head)
+        if len(data) - (head - base) < min(hs + 2 * ptr, seg.end - head):  # not even its fixed fields
             return None, self._missing(pos, seg)
         result, nxt = self._window(seg, base, data, pos, limit)
         if self.progress is not None:
@@ -214,7 +210,7 @@ class FastWalker:
             return None
         words = np.frombuffer(data, dtype=self.word, count=usable // ptr)[hs // ptr :]
         m = words & self.word.type(~p.object.method_table_unmask & ((1 << (8 * ptr)) - 1))
-        hits = np.flatnonzero(t.addresses[np.minimum(np.searchsorted(t.addresses, m), t.size - 1)] == m)
+        hits = np.flatnonzero(lookup(t.addresses, m)[1])
         if not len(hits):
             return None
         first = start + int(hits[0]) * ptr
@@ -282,9 +278,7 @@ class FastWalker:
                 # words in [lo, hi + GC bits]: one subtraction and one unsigned comparison
                 idx = np.flatnonzero((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
             m = view[idx] & wtype(unmask)
-            k = np.searchsorted(t.addresses, m)
-            np.minimum(k, max(t.size - 1, 0), out=k)
-            ok = t.addresses[k] == m if t.size else np.zeros(len(idx), dtype=bool)
+            k, ok = lookup(t.addresses, m)
             idx, k = idx[ok] + first, k[ok]
             offs = idx.astype(np.int64) * ptr
             comp = t.comp[k]

@@ -50,8 +50,10 @@ class Limits:
 
     @property
     def window(self) -> int:
-        """The bytes a scan reads at once: scan_window, within max_read."""
-        return max(4096, min(self.scan_window, self.max_read - 4096))
+        """The bytes a scan reads at once: scan_window, within max_read, in whole pages (the heap walk's
+        windows have fixed bounds at multiples of it)."""
+        w = min(self.scan_window, self.max_read - 4096)
+        return max(4096, w - w % 4096)
 
     def check(self, what: str, value: int, limit_name: str, path: str | None = None) -> int:
         limit = getattr(self, limit_name)

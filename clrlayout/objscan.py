@@ -28,6 +28,7 @@ from typing import Iterator
 
 import numpy as np
 
+from .arrays import lookup
 from .findings import Findings
 from .methodtable import MethodTables
 from .readers import Dump
@@ -250,8 +251,7 @@ def _object_ends(dump: Dump, mts: MethodTables, wanted: set) -> set:
     for _, _, addr, data, head, raw in iter_words(dump, 2):
         n = len(raw)
         words = (raw & _mt_mask(p, dt)).astype(np.uint64)
-        idx = np.searchsorted(table, words)
-        hit = (idx < len(table)) & (table[np.minimum(idx, len(table) - 1)] == words)
+        idx, hit = lookup(table, words)
         pos = np.flatnonzero(hit[:-1])
         if not len(pos):
             continue

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .arrays import lookup
 from .batches import StringBatch
 from .profiles import Profile
 
@@ -85,11 +86,14 @@ class StatsCollector:
         self.heaps["soh"][1] += total - large_bytes
         k = min(self.top, len(batch))
         for i in np.argpartition(-sizes, k - 1)[:k]:
-            item = (int(sizes[i]), -int(batch.addresses[i]), int(lengths[i]), batch.value(int(i))[:80])
-            if len(self._largest) < self.top:
-                heapq.heappush(self._largest, item)
-            elif item > self._largest[0]:
-                heapq.heapreplace(self._largest, item)
+            self._offer((int(sizes[i]), -int(batch.addresses[i]), int(lengths[i]), batch.value(int(i))[:80]))
+
+    def _offer(self, item: tuple) -> None:
+        """Keep ``item`` (size, -address, length, preview) if it is among the ``top`` largest so far."""
+        if len(self._largest) < self.top:
+            heapq.heappush(self._largest, item)
+        elif item > self._largest[0]:
+            heapq.heapreplace(self._largest, item)
 
     def __getstate__(self) -> dict:  # to another process: the totals, not the profile (merge needs none)
         return {**self.__dict__, "profile": None}
@@ -106,10 +110,7 @@ class StatsCollector:
             self.heaps[name][0] += count
             self.heaps[name][1] += size
         for item in other._largest:
-            if len(self._largest) < self.top:
-                heapq.heappush(self._largest, item)
-            elif item > self._largest[0]:
-                heapq.heapreplace(self._largest, item)
+            self._offer(item)
 
     def finish(self) -> StringStats:
         fixed = per_object_bytes(self.profile)
@@ -181,11 +182,7 @@ class DuplicateCollector:
         sorted_h.sort()  # in place: one copy of the hashes, not two
         shared = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
         del sorted_h
-        if not len(shared):
-            member = np.zeros(sum(len(p) for p in self._hashes), dtype=bool)
-        else:
-            member = np.concatenate([shared[np.minimum(np.searchsorted(shared, p), len(shared) - 1)] == p
-                                     for p in self._hashes])
+        member = np.concatenate([lookup(shared, p)[1] for p in self._hashes])
         h, n, a = (self._picked(parts, member) for parts in (self._hashes, self._lengths, self._addresses))
         self._hashes, self._lengths, self._addresses = [], [], []
         order = np.argsort(h, kind="stable")

@@ -10,6 +10,7 @@ import json
 import re
 from json.encoder import encode_basestring  # the C encoder json.dumps uses for a str
 
+from ..batches import CHUNK  # lines made at once: a chunk's pieces and lines stay in the CPU cache
 from ..strings import StringObject
 from ..structs import decode_utf16
 
@@ -145,7 +146,6 @@ def _json_values(raws: list) -> list:
 _ZERO_TAIL = b'", "header": 0}\n'
 
 
-CHUNK = 2048  # lines made at once: a chunk's pieces and lines stay in the CPU cache (2048: fastest)
 
 
 def batch_lines(batch) -> bytes:
@@ -168,10 +168,8 @@ def _chunk_lines(batch, first: int, last: int) -> bytes:
     import numpy as np
 
     n = last - first
-    offsets, lengths = batch.char_offsets[first:last], batch.lengths[first:last]
-    lo = int(offsets.min())
-    units = np.frombuffer(batch.data, dtype="<u2", count=(int((offsets + 2 * lengths).max()) - lo) // 2, offset=lo)
-    start = (offsets - lo) // 2
+    lengths = batch.lengths[first:last]
+    units, start = batch.chunk_units(first, last)
     plain = _plain_strings(start, lengths, units)
     low = units.view(np.uint8)[0::2].tobytes()
     chars = list(map(low.__getitem__, map(slice, start.tolist(), (start + lengths).tolist())))
