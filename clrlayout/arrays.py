@@ -13,3 +13,19 @@ def lookup(table: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
     k = np.searchsorted(table, values)
     np.minimum(k, len(table) - 1, out=k)
     return k, table[k] == values
+
+
+def positions(flags: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(flags)`` for a 1-D bool array, about twice as fast when a few percent are set (a heap
+    window's object starts).  numpy finds sparse flags one ``memchr`` at a time, about 13 ns each; here
+    the flags are first read eight at a time as 64-bit blocks (``!= 0`` is then dense enough for numpy's
+    branch-free loop), and only the blocks with a flag set are searched."""
+    if not flags.flags.c_contiguous:
+        return np.flatnonzero(flags)
+    n = len(flags) - len(flags) % 8
+    blocks = np.flatnonzero(flags[:n].view(np.uint64) != 0)
+    found = np.flatnonzero(flags[:n].view(np.uint64)[blocks].view(np.bool_))  # in the picked blocks
+    out = blocks[found >> 3] * 8 + (found & 7)
+    if n < len(flags):
+        out = np.concatenate((out, np.flatnonzero(flags[n:]) + n))
+    return out

@@ -41,15 +41,7 @@ class StringBatch:
 
     @property
     def aligned_sizes(self) -> np.ndarray:
-        o = self.profile.object
-        sizes = self.sizes
-        if not self.large.any():
-            a = o.alignment - 1
-        elif self.large.all():
-            a = o.large_object_alignment - 1
-        else:
-            a = np.where(self.large, o.large_object_alignment, o.alignment).astype(np.int64) - 1
-        return np.maximum((sizes + a) & ~a, o.min_object_size)
+        return aligned_sizes(self.profile, self.lengths, self.large)
 
     def raw(self, i: int) -> bytes:
         at = int(self.char_offsets[i])
@@ -130,6 +122,14 @@ def _powers(base: int, count: int) -> np.ndarray:
         return (big[:, None] * small[None, :]).ravel()[:count]
 
 
+def aligned_sizes(profile: Profile, lengths: np.ndarray, large) -> np.ndarray:
+    """The aligned sizes of strings of these lengths (``large``: one flag for all of them, or one each)."""
+    o, s = profile.object, profile.string
+    sizes = s.base_size + s.component_size * lengths.astype(np.int64, copy=False)
+    a = np.where(large, o.large_object_alignment, o.alignment).astype(np.int64) - 1
+    return np.maximum((sizes + a) & ~a, o.min_object_size)
+
+
 def batch_from_objects(profile: Profile, objects: Iterable[StringObject]) -> StringBatch:
     """A batch from decoded strings (the per-object path); their characters are concatenated."""
     objs = list(objects)
@@ -167,10 +167,14 @@ def batch_from_window(win, string_mt: int, profile: Profile, space, findings=Non
     out = []
     if inside:
         io, ic, il = offs[:inside], chars[:inside], lengths[:inside]
-        u32 = np.frombuffer(data, dtype="<u4", count=len(data) // 4)
-        headers = u32.take((io + o.sync_block_offset) >> 2).astype(np.uint64) if o.header_size \
-            else np.zeros(len(io), np.uint64)
-        pad = u32.take((io - o.header_size) >> 2).astype(np.uint64) if o.header_size == 8 else None
+        if o.header_size == 8 and o.sync_block_offset == -4:  # 64-bit CLR: padding, then the sync block word
+            below = np.frombuffer(data, dtype="<u8", count=len(data) // 8).take((io - 8) >> 3)  # both at once
+            headers, pad = below >> np.uint64(32), below & np.uint64(0xFFFFFFFF)
+        else:
+            u32 = np.frombuffer(data, dtype="<u4", count=len(data) // 4)
+            headers = u32.take((io + o.sync_block_offset) >> 2).astype(np.uint64) if o.header_size \
+                else np.zeros(len(io), np.uint64)
+            pad = u32.take((io - o.header_size) >> 2).astype(np.uint64) if o.header_size == 8 else None
         u16 = np.frombuffer(data, dtype="<u2", count=len(data) // 2)
         terminated = u16.take((ic + 2 * il) >> 1) == 0
         addresses = np.uint64(win.base) + io.astype(np.uint64)

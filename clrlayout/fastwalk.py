@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .addrspace import AddressSpace
-from .arrays import lookup
+from .arrays import lookup, positions
 from .findings import FindingKind, Findings
 from .gcheap import Segment
 from .methodtable import MethodTables
@@ -67,6 +67,25 @@ class _Table:
         # few loader-heap regions, so this is a short list, and an exact test of a word's upper half
         gc = mts.profile.object.method_table_unmask
         self.highs = sorted({int(a) >> 32 for a in self.addresses} | {(int(a) + gc) >> 32 for a in self.addresses})
+        self.common: int | None = None  # the index of the MethodTable most candidates had last time
+
+    def find(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~clrlayout.arrays.lookup` of ``values`` in ``addresses``.  Most objects of a heap region
+        share one MethodTable (a string heap is nearly all strings), so those are told apart with one
+        comparison and only the rest are searched."""
+        c = self.common
+        if c is not None:
+            same = values == self.addresses[c]
+            if 2 * int(np.count_nonzero(same)) > len(values):
+                k = np.full(len(values), c, dtype=np.intp)
+                ok = same.copy()
+                rest = positions(~same)
+                k[rest], ok[rest] = lookup(self.addresses, values[rest])
+                return k, ok
+        k, ok = lookup(self.addresses, values)
+        counts = np.bincount(k[ok], minlength=self.size)
+        self.common = int(counts.argmax()) if len(counts) and counts.max() else None
+        return k, ok
 
 
 Cursor = tuple  # (segment index, address of the object a step starts at)
@@ -273,12 +292,12 @@ class FastWalker:
                 hit = halves == np.uint32(t.highs[0])
                 for h in t.highs[1:]:
                     hit |= halves == np.uint32(h)
-                idx = np.flatnonzero(hit.view("<u2") > 1)
+                idx = positions(hit.view("<u2") > 1)
             else:
                 # words in [lo, hi + GC bits]: one subtraction and one unsigned comparison
-                idx = np.flatnonzero((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
+                idx = positions((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
             m = view[idx] & wtype(unmask)
-            k, ok = lookup(t.addresses, m)
+            k, ok = t.find(m)
             idx, k = idx[ok] + first, k[ok]
             offs = idx.astype(np.int64) * ptr
             comp = t.comp[k]

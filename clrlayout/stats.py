@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .arrays import lookup
-from .batches import StringBatch
+from .batches import StringBatch, aligned_sizes
 from .profiles import Profile
 
 BREAKDOWN_KEYS = ["object_headers", "method_table_pointers", "lock_words", "length_fields", "field_gaps",
@@ -51,42 +51,88 @@ class StringStats:
                 "largest": self.largest, "heaps": self.heaps}
 
 
+SHORT = 1024  # strings shorter than this are counted by length: their aligned size follows from it
+
+
 class StatsCollector:
+    """Totals of batches of strings.  Strings shorter than SHORT characters (nearly all) are only counted
+    by length and heap, one ``bincount`` a batch; their sizes, bytes and histogram buckets come from those
+    counts at the end.  Longer ones are summed as they come."""
+
     def __init__(self, profile: Profile, top: int = 10):
         self.profile = profile
         self.top = top
         self.count = 0
         self.size = 0
-        self.aligned = 0
         self.length = 0
+        self.by_length = np.zeros((2, 0), dtype=np.int64)  # short strings: [on the LOH][length] -> count
+        # the long strings' aligned bytes, histogram and heaps
+        self.aligned = 0
         self.hist_count = np.zeros(64, dtype=np.int64)
         self.hist_bytes = np.zeros(64, dtype=np.int64)
         self.heaps = {"soh": [0, 0], "loh": [0, 0]}
         self._largest: list = []  # heap of (size, address, length, preview)
 
     def add(self, batch: StringBatch) -> None:
-        if not len(batch):
+        n = len(batch)
+        if not n:
             return
-        sizes = batch.sizes.astype(np.int64)
-        aligned = batch.aligned_sizes.astype(np.int64)
-        lengths = batch.lengths.astype(np.int64)
-        self.count += len(batch)
-        self.size += int(sizes.sum())
-        total = int(aligned.sum())
-        self.aligned += total
-        self.length += int(lengths.sum())
-        buckets = np.frexp(lengths)[1]  # the bit length: 0 | 1 | 2-3 | 4-7 | ... (exact below 2**53)
-        self.hist_count += np.bincount(buckets, minlength=64)[:64]
-        self.hist_bytes += np.bincount(buckets, weights=aligned, minlength=64)[:64].astype(np.int64)
-        large = int(np.count_nonzero(batch.large))
-        large_bytes = int(aligned[batch.large].sum()) if large else 0
-        self.heaps["loh"][0] += large
-        self.heaps["loh"][1] += large_bytes
-        self.heaps["soh"][0] += len(batch) - large
-        self.heaps["soh"][1] += total - large_bytes
-        k = min(self.top, len(batch))
-        for i in np.argpartition(-sizes, k - 1)[:k]:
-            self._offer((int(sizes[i]), -int(batch.addresses[i]), int(lengths[i]), batch.value(int(i))[:80]))
+        s = self.profile.string
+        lengths = batch.lengths.astype(np.int64, copy=False)
+        length = int(lengths.sum())
+        self.count += n
+        self.length += length
+        self.size += s.base_size * n + s.component_size * length  # the sum of the SOS sizes
+        short = lengths < SHORT
+        if short.all():
+            self._count_short(lengths, batch.large)
+        else:
+            self._count_short(lengths[short], batch.large[short])
+            self._add_long(lengths[~short], batch.large[~short])
+        sizes = s.base_size + s.component_size * lengths
+        if len(self._largest) == self.top:  # only strings at least as large as the smallest kept can enter
+            pick = np.flatnonzero(sizes >= self._largest[0][0])
+        else:
+            pick = np.arange(n)
+        if len(pick) > self.top:
+            pick = self._top(pick, sizes[pick], batch.addresses[pick])
+        for i in pick.tolist():
+            self._offer((int(sizes[i]), -int(batch.addresses[i]), int(lengths[i]), batch.value(i)[:80]))
+
+    def _count_short(self, lengths: np.ndarray, large: np.ndarray) -> None:
+        on_loh = int(np.count_nonzero(large))
+        if on_loh < len(lengths):
+            self._bump(0, np.bincount(lengths if not on_loh else lengths[~large]))
+        if on_loh:
+            self._bump(1, np.bincount(lengths if on_loh == len(lengths) else lengths[large]))
+
+    def _bump(self, heap: int, counts: np.ndarray) -> None:
+        if len(counts) > self.by_length.shape[1]:
+            self.by_length = np.pad(self.by_length, ((0, 0), (0, len(counts) - self.by_length.shape[1])))
+        self.by_length[heap, : len(counts)] += counts
+
+    def _add_long(self, lengths: np.ndarray, large: np.ndarray) -> None:
+        aligned = aligned_sizes(self.profile, lengths, large)
+        self._add_buckets(np.frexp(lengths)[1], np.ones(len(lengths), dtype=np.int64), aligned)
+        self.aligned += int(aligned.sum())
+        for name, on in (("soh", ~large), ("loh", large)):
+            self.heaps[name][0] += int(np.count_nonzero(on))
+            self.heaps[name][1] += int(aligned[on].sum())
+
+    def _add_buckets(self, buckets: np.ndarray, counts: np.ndarray, aligned_bytes: np.ndarray) -> None:
+        """Histogram buckets by bit length: 0 | 1 | 2-3 | 4-7 | ... (``frexp``: exact below 2**53)."""
+        self.hist_count += np.bincount(buckets, weights=counts, minlength=64)[:64].astype(np.int64)
+        self.hist_bytes += np.bincount(buckets, weights=aligned_bytes, minlength=64)[:64].astype(np.int64)
+
+    def _top(self, pick: np.ndarray, sizes: np.ndarray, addresses: np.ndarray) -> np.ndarray:
+        """The ``top`` of ``pick`` by size, then by lowest address (the order ``_offer`` keeps)."""
+        kth = np.partition(sizes, len(sizes) - self.top)[len(sizes) - self.top]  # the top-th largest size
+        above = np.flatnonzero(sizes > kth)
+        tied = np.flatnonzero(sizes == kth)
+        need = self.top - len(above)
+        if len(tied) > need:
+            tied = tied[np.argpartition(addresses[tied], need - 1)[:need]]
+        return pick[np.concatenate((above, tied))]
 
     def _offer(self, item: tuple) -> None:
         """Keep ``item`` (size, -address, length, preview) if it is among the ``top`` largest so far."""
@@ -102,8 +148,10 @@ class StatsCollector:
         """Add what another collector saw (another part of the heap)."""
         self.count += other.count
         self.size += other.size
-        self.aligned += other.aligned
         self.length += other.length
+        for heap in (0, 1):
+            self._bump(heap, other.by_length[heap])
+        self.aligned += other.aligned
         self.hist_count += other.hist_count
         self.hist_bytes += other.hist_bytes
         for name, (count, size) in other.heaps.items():
@@ -113,6 +161,16 @@ class StatsCollector:
             self._offer(item)
 
     def finish(self) -> StringStats:
+        """The totals; the short strings' sizes and buckets come from their counts by length here."""
+        lengths = np.arange(self.by_length.shape[1])
+        for heap, name in ((0, "soh"), (1, "loh")):
+            counts = self.by_length[heap]
+            aligned = aligned_sizes(self.profile, lengths, bool(heap)) * counts
+            self._add_buckets(np.frexp(lengths)[1], counts, aligned)
+            self.aligned += int(aligned.sum())
+            self.heaps[name][0] += int(counts.sum())
+            self.heaps[name][1] += int(aligned.sum())
+        self.by_length = np.zeros((2, 0), dtype=np.int64)  # counted in now
         fixed = per_object_bytes(self.profile)
         breakdown = {k: 0 for k in BREAKDOWN_KEYS}
         for k, v in fixed.items():

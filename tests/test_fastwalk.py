@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from synth import SynthHeap, string_span
@@ -100,3 +101,17 @@ def test_stale_strings_inside_free_objects(profile):
     h.add_string("live 2")
     objs, _ = _compare(h, window=64)
     assert len(objs) == 3
+
+
+@pytest.mark.parametrize("density", [0.0, 0.001, 0.05, 0.3, 1.0])
+def test_positions_are_flatnonzero(density):
+    """arrays.positions gives np.flatnonzero's indices, whatever the length (not a multiple of 8, shorter
+    than 8) and the density, and for a slice that starts at an odd byte."""
+    from clrlayout.arrays import positions
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 7, 8, 9, 63, 64, 65, 4099, 524_801):
+        flags = rng.random(n) < density
+        for f in (flags, flags[3:], flags[::2]):
+            got = positions(f)
+            assert got.dtype == np.intp and np.array_equal(got, np.flatnonzero(f))

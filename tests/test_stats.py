@@ -36,7 +36,11 @@ def test_totals_equal_the_sum_over_dump(capsys, sample):
     assert st["breakdown"]["object_headers"] == (8 if ptr == 8 else 4) * st["count"]
     assert sum(h["count"] for h in st["histogram"]) == st["count"]
     for h in st["histogram"]:
-        assert h["count"] == sum(1 for r in rows if h["min_length"] <= r["length"] <= h["max_length"])
+        inside = [r for r in rows if h["min_length"] <= r["length"] <= h["max_length"]]
+        assert h["count"] == len(inside)
+        assert h["aligned_bytes"] == sum(r["aligned_size"] for r in inside)
+    assert sum(h["count"] for h in st["heaps"].values()) == st["count"]
+    assert sum(h["aligned_bytes"] for h in st["heaps"].values()) == st["total_aligned_size"]
     # the 50,000-character string is on the large object heap
     assert st["heaps"]["loh"]["count"] >= 1
     assert st["largest"][0]["length"] == 50000
@@ -105,3 +109,37 @@ def test_fx64_profile_counts_the_extra_bytes(capsys, sample):
     # the CoreCLR dump's strings do not have BaseSize 26: the profile must refuse them, not guess
     code = main(["stats", str(sample.path), "--profile", "netfx-x64", "-q"])
     assert code == 4 and "BaseSize 22" in capsys.readouterr().err
+
+
+def test_largest_are_the_top_ten_by_size_then_address(capsys, sample, monkeypatch):
+    """The ten largest strings, ties broken by the lower address, whatever the windows: many strings share
+    a size, and a window's candidates are cut at the tenth size."""
+    rows = _dumped(capsys, sample.path)
+    want = sorted(rows, key=lambda r: (-r["size"], int(r["address"], 16)))[:10]
+    for limits in ("", "scan_window=4K"):
+        monkeypatch.setenv("CLRLAYOUT_LIMITS", limits)
+        st = _json(capsys, "stats", sample.path, "--jobs", "1")
+        assert [(x["address"], x["size"]) for x in st["largest"]] == [(r["address"], r["size"]) for r in want]
+
+
+def test_largest_ties_go_to_the_lower_address():
+    """Batches full of strings of equal size, in shuffled address order: the ten kept are the largest,
+    then the lowest addresses, as one sorted list would give."""
+    import random
+
+    from clrlayout.batches import batch_from_objects
+    from clrlayout.profiles import select_profile
+    from clrlayout.stats import StatsCollector
+    from clrlayout.strings import StringObject
+
+    p = select_profile("coreclr", "x64", "3.1.23")
+    rng = random.Random(5)
+    addresses = rng.sample(range(0x1000, 0x100000, 8), 400)
+    lengths = [rng.choice([3, 4, 4, 5, 5, 5]) for _ in addresses]
+    objs = [StringObject(a, 0x7F00, n, p.string_size(n), p.string_aligned_size(n, False), 0, "x" * n)
+            for a, n in zip(addresses, lengths)]
+    c = StatsCollector(p, top=10)
+    for first in range(0, len(objs), 37):
+        c.add(batch_from_objects(p, objs[first : first + 37]))
+    want = sorted(objs, key=lambda o: (-o.size, o.address))[:10]
+    assert [(int(x["address"], 16), x["size"]) for x in c.finish().largest] == [(o.address, o.size) for o in want]
