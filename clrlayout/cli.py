@@ -11,6 +11,10 @@ import os
 import re
 import sys
 
+# numpy's OpenBLAS starts a thread per core when it is imported, which spins for about 0.1 s; clrlayout does
+# no linear algebra, and on a small machine the spinning takes a core from the walk
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import click
 import numpy as np
 

@@ -4,8 +4,10 @@ The heap walk is a chain, but it goes window by window, and windows have fixed b
 (``fastwalk.HeapSteps``).  A window can also be walked from a *guess* of where the chain enters it (the end
 of a short walk just before it), so it can be walked before the chain gets there.  So after the dump is
 opened the process forks, and the two processes claim the windows that hold dump memory in a shared table,
-each the next free one, and walk and format them side by side: the child always from guesses, the parent
-from the real cursor when the chain reaches a free window, and from guesses while it waits for the child.
+each the next free ones (BLOCK at a time), and walk and format them side by side: the child from guesses,
+the parent from the real cursor when the chain reaches a free window, and from guesses while it waits for
+the child.  A window right after one the same process walked starts where that walk ended, not from a
+guess (a guess costs a short walk of its own).
 
 The parent follows the real chain window by window.  A window whose walk started where the real cursor
 enters it is taken as it is: a step depends only on its cursor.  Any other (a wrong guess, which is rare, a
@@ -160,9 +162,12 @@ def _step(analysis, steps, render, cursor) -> _Result:
     return _Result(cursor, nxt, out, found.items, found.count, walked)
 
 
-def _speculate(analysis, steps, render, key) -> _Result | None:
-    """Window ``key`` walked from a guess of where the chain enters it (None: no guess)."""
-    cursor = steps.guess(key)
+def _speculate(analysis, steps, render, key, after: _Result | None = None) -> _Result | None:
+    """Window ``key`` walked from where this process's walk of the window before it (``after``) ended, or
+    else from a guess of where the chain enters it (None: no guess)."""
+    cursor = after.nxt if after is not None else None
+    if cursor is None or steps.key(cursor) != key:
+        cursor = steps.guess(key)
     if cursor is None or steps.key(cursor) != key:
         return None
     return _step(analysis, steps, render, cursor)
@@ -203,6 +208,7 @@ def _alone(analysis, steps, render, merger: _Merger, cursor) -> None:
 
 
 AHEAD = 3  # windows a process walks ahead of the chain while it waits for the other (bounds memory)
+BLOCK = 4  # windows claimed at once: all but the first are walked from where the walk before ended, not a guess
 _FREE, _PARENT, _CHILD = 0, 1, 2  # a window's entry in the claim table
 
 
@@ -217,6 +223,7 @@ class _Parent:
         self.channel, self.plan, self.claims = channel, plan, claims
         self.mine: set[int] = {0} if plan else set()  # windows this process claimed
         self.ahead: dict[int, _Result | None] = {}  # own windows walked ahead, by plan index
+        self.pending: list[int] = []  # own windows claimed to walk ahead, not walked yet
         self.theirs: dict[int, _Result | None] = {}  # the child's results not yet taken, by plan index
         self.passed = 0  # the chain is past the windows before this plan index
         self.written = 0  # the child's windows it has written
@@ -303,17 +310,23 @@ class _Parent:
         return True
 
     def _walk_ahead(self, idx: int) -> bool:
-        """Claim and walk the next unclaimed window after ``idx``, if one is within reach."""
+        """Walk the next window claimed ahead of ``idx``, or claim the next unclaimed ones (BLOCK of them)
+        and walk the first, if one is within reach."""
         if len(self.ahead) >= AHEAD:
             return False
-        j = max(self.next_free, idx + 1)
-        while j < len(self.plan) and (j in self.mine or self.claims[j] != _FREE):
-            j += 1
-        self.next_free = j
-        if j >= len(self.plan) or j > idx + 4 * AHEAD:
-            return False
-        self._claim(j)
-        self.ahead[j] = _speculate(self.analysis, self.steps, self.render, self.plan[j])
+        while self.pending and self.pending[0] <= idx:  # the chain got there first
+            self.pending.pop(0)
+        if not self.pending:
+            j = max(self.next_free, idx + 1)
+            while j < len(self.plan) and (j in self.mine or self.claims[j] != _FREE):
+                j += 1
+            self.next_free = j
+            if j >= len(self.plan) or j > idx + 4 * AHEAD:
+                return False
+            self.pending = _claim_block(self.claims, j, _PARENT, len(self.plan))
+            self.mine.update(self.pending)
+        j = self.pending.pop(0)
+        self.ahead[j] = _speculate(self.analysis, self.steps, self.render, self.plan[j], self.ahead.get(j - 1))
         return True
 
     def _verdict(self, idx: int, r: _Result | None, kind: bytes) -> None:
@@ -322,19 +335,24 @@ class _Parent:
 
 
 def _child(analysis, steps, render, channel: "_Channel", plan: list, claims) -> None:
-    """Claims the next unclaimed window, walks it from a guess and sends the result to the parent, until
-    none is left.  Its output is written when the parent gives the turn (T) or dropped (X); between
+    """Claims the next unclaimed windows (BLOCK of them), walks each from a guess or from where its walk
+    of the one before ended, and sends the results to the parent, until none is left.  Its output is written when the parent gives the turn (T) or dropped (X); between
     windows it takes the verdicts that have come, and waits for one only with AHEAD outputs kept back.
     Never returns."""
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: the parent reports it
         kept: dict[int, bytes] = {}  # outputs sent and not yet judged
+        block: list[int] = []  # windows claimed, not walked yet
+        last: tuple[int, _Result | None] = (-1, None)  # the window walked last, and its result
         for idx in range(len(plan)):
-            if claims[idx] != _FREE:
-                continue
-            claims[idx] = _CHILD
-            r = _speculate(analysis, steps, render, plan[idx])
+            if not block or block[0] != idx:
+                if claims[idx] != _FREE:
+                    continue
+                block = _claim_block(claims, idx, _CHILD, len(plan))
+            block.pop(0)
+            r = _speculate(analysis, steps, render, plan[idx], last[1] if last[0] == idx - 1 else None)
+            last = (idx, r)
             data = b""
             if r is not None:
                 data, r.out.data = r.out.data, b""
@@ -350,6 +368,16 @@ def _child(analysis, steps, render, channel: "_Channel", plan: list, claims) -> 
         code = 1
     finally:
         os._exit(code)
+
+
+def _claim_block(claims, idx: int, who: int, end: int) -> list[int]:
+    """Claim window ``idx`` (free) and up to BLOCK - 1 free windows right after it, before ``end``."""
+    block = [idx]
+    claims[idx] = who
+    while len(block) < BLOCK and block[-1] + 1 < end and claims[block[-1] + 1] == _FREE:
+        block.append(block[-1] + 1)
+        claims[block[-1]] = who
+    return block
 
 
 def _judged(channel: "_Channel", kept: dict, room: int) -> bool:

@@ -43,6 +43,16 @@ def steps(path) -> int:
         del os.environ["CLRLAYOUT_LIMITS"]
 
 
+def windows(path) -> int:
+    """How many windows of the heap hold dump memory (the plan the two processes share)."""
+    os.environ["CLRLAYOUT_LIMITS"] = SMALL_WINDOWS
+    try:
+        with open_analysis(str(path), limits=limits_from_env()) as a:
+            return len(list(a.heap_steps().plan()))
+    finally:
+        del os.environ["CLRLAYOUT_LIMITS"]
+
+
 def anomalous_dump(tmp_path):
     """A synthetic heap with findings of every kind the walk and the strings give, spread over many steps."""
     p = select_profile("coreclr", "x64", "3.1.23")
@@ -182,6 +192,7 @@ def test_guesses_on_real_heaps(sample):
 
 
 BLIND_CHILD = """
+import os
 import sys
 import clrlayout.parallel as parallel
 from clrlayout.cli import main
@@ -198,6 +209,8 @@ class Blind:  # the child sees every window as unclaimed: both processes walk th
 
     def __setitem__(self, i, v):
         self.claims[i] = v
+        with open(os.environ["BLIND_LOG"], "a") as f:  # the test checks that the child took part
+            f.write(f"{i} ")
 
 
 parallel._child = lambda analysis, steps, render, channel, plan, claims: real(
@@ -211,8 +224,14 @@ def test_windows_walked_twice_are_taken_once(fmt, tmp_path):
     """When both processes claim the same window (a race on the claim table), one result is taken and the
     other dropped: the output is still the serial one."""
     path = anomalous_dump(tmp_path)
+    log = tmp_path / "claims"
     for args in (["dump", str(path), "--format", fmt], ["stats", str(path), "--format", "json"]):
-        assert run(args, 2, code=BLIND_CHILD) == run(args, 1)
+        log.write_text("")
+        assert run(args, 2, {"BLIND_LOG": str(log)}, code=BLIND_CHILD) == run(args, 1)
+        claimed = sorted(set(map(int, log.read_text().split())))
+        # the child claimed windows in order (as many as it could before the parent was done), and did
+        # not fail at its first claim
+        assert 2 <= len(claimed) <= windows(path) and claimed == list(range(len(claimed)))
 
 
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()][:2])
