@@ -23,9 +23,10 @@ def positions(flags: np.ndarray) -> np.ndarray:
     if not flags.flags.c_contiguous:
         return np.flatnonzero(flags)
     n = len(flags) - len(flags) % 8
-    blocks = np.flatnonzero(flags[:n].view(np.uint64) != 0)
-    found = np.flatnonzero(flags[:n].view(np.uint64)[blocks].view(np.bool_))  # in the picked blocks
-    out = blocks[found >> 3] * 8 + (found & 7)
+    words = flags[:n].view(np.uint64)
+    blocks = np.flatnonzero(words != 0)
+    found = np.flatnonzero(words.take(blocks).view(np.bool_))  # in the picked blocks
+    out = blocks.take(found >> 3) * 8 + (found & 7)
     if n < len(flags):
         out = np.concatenate((out, np.flatnonzero(flags[n:]) + n))
     return out

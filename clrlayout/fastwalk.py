@@ -296,23 +296,23 @@ class FastWalker:
             else:
                 # words in [lo, hi + GC bits]: one subtraction and one unsigned comparison
                 idx = positions((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
-            m = view[idx] & wtype(unmask)
+            m = view.take(idx) & wtype(unmask)
             k, ok = t.find(m)
             idx, k = idx[ok] + first, k[ok]
             offs = idx.astype(np.int64) * ptr
-            comp = t.comp[k]
+            comp = t.comp.take(k)
             counts = u32.take((offs + ptr) // 4, mode="clip").astype(np.int64)  # the length follows the MT
             if len(offs) and int(offs[-1]) + ptr + 4 > len(u32) * 4:  # a length past the buffer: none
                 counts[offs + ptr + 4 > len(u32) * 4] = 0
             counts[comp == 0] = 0
-            size = t.base[k] + comp * counts
+            size = t.base.take(k) + comp * counts
             aligned = np.maximum((size + align) & ~align, min_size)
             nxt = offs + aligned
             # a run continues while each object ends where the next candidate starts
             consecutive = np.zeros(len(offs), dtype=bool)
             consecutive[:-1] = nxt[:-1] == offs[1:]
             breaks = np.flatnonzero(~consecutive)
-            return offs, t.addresses[k], counts, aligned, nxt, breaks
+            return offs, t.addresses.take(k), counts, aligned, nxt, breaks
 
         offs, mtv, counts, aligned, nxt, breaks = candidates()
         full = len(words) * ptr
