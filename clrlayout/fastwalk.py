@@ -301,7 +301,7 @@ class FastWalker:
             idx, k = idx[ok] + first, k[ok]
             offs = idx.astype(np.int64) * ptr
             comp = t.comp.take(k)
-            counts = u32.take((offs + ptr) // 4, mode="clip").astype(np.int64)  # the length follows the MT
+            counts = u32.take((offs + ptr) >> 2, mode="clip").astype(np.int64)  # the length follows the MT
             if len(offs) and int(offs[-1]) + ptr + 4 > len(u32) * 4:  # a length past the buffer: none
                 counts[offs + ptr + 4 > len(u32) * 4] = 0
             counts[comp == 0] = 0

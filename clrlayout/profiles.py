@@ -414,13 +414,18 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
 
 def list_profiles(directory: str | Path | None = None) -> list[str]:
     """Names of the concrete (non-abstract) runtime profiles."""
+    return [name for name, _ in _concrete(directory)]
+
+
+def _concrete(directory: str | Path | None) -> list[tuple[str, dict]]:
+    """The concrete profiles' names and ``[profile]`` tables (flavor and arch are a file's own)."""
     directory = Path(directory or formats_dir())
-    names = []
+    found = []
     for p in sorted(directory.glob("*.toml")):
         meta = _read_toml(p).get("profile", {})
         if not meta.get("abstract") and "flavor" in meta:
-            names.append(p.stem)
-    return names
+            found.append((p.stem, meta))
+    return found
 
 
 def select_profile(flavor: str, arch: str, version: tuple[int, ...] | str | None,
@@ -429,10 +434,8 @@ def select_profile(flavor: str, arch: str, version: tuple[int, ...] | str | None
     if isinstance(version, str):
         version = parse_version(version)
     directory = directory or formats_dir()
-    for name in list_profiles(directory):
-        raw = _raw(name, str(directory))
-        meta = raw["profile"]
-        if meta["flavor"] != flavor or meta["arch"] != arch:
+    for name, meta in _concrete(directory):
+        if meta["flavor"] != flavor or meta.get("arch") != arch:
             continue
         if version is not None and meta.get("versions") and not version_matches(meta["versions"], version):
             continue

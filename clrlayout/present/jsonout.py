@@ -171,7 +171,7 @@ def _chunk_lines(batch, first: int, last: int) -> bytes:
     lengths = batch.lengths[first:last]
     units, start = batch.chunk_units(first, last)
     plain = _plain_strings(start, lengths, units)
-    low = units.view(np.uint8)[0::2].tobytes()
+    low = units.astype(np.uint8).tobytes()  # each unit's low byte (a cast: several times a strided copy's speed)
     chars = list(map(low.__getitem__, map(slice, start.tolist(), (start + lengths).tolist())))
     keys = (lengths.astype(np.int64) << 1) | batch.large[first:last]
     mids = list(map(_middles(batch).__getitem__, keys.tolist()))
