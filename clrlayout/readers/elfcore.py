@@ -8,6 +8,7 @@ are converted here, and nothing it reads is larger than the limits allow.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 
 from ..addrspace import AddressSpace
@@ -73,12 +74,18 @@ def _read(path: str, source, limits: Limits) -> Dump:
         phnum = fits
     phnum = limits.check("ELF program header count", phnum, "max_program_headers", path)
 
+    # pyelftools reads a field at a time (a file name a byte at a time): from a copy of the file's start
+    # in memory, when the program headers and then the notes lie in its first IN_MEMORY bytes, each read
+    # is a C call instead of a Python one
+    _in_memory(elf, source, phoff + phnum * phentsize)
+    segments = [elf.get_segment(i) for i in range(phnum)]
+    _in_memory(elf, source, max([s["p_offset"] + s["p_filesz"] for s in segments if s["p_type"] == "PT_NOTE"
+                                 and s["p_filesz"] <= limits.max_stream_bytes], default=0))
     container = ElfContainer(elfclass=elf.elfclass, little_endian=elf.little_endian, header=dict(elf.header))
     regions, missing = [], 0
     modules: list[Module] = []
     threads, pid, process_name = 0, None, None
-    for i in range(phnum):
-        seg = elf.get_segment(i)
+    for seg in segments:
         h = dict(seg.header)
         container.segments.append(h)
         if h["p_type"] == "PT_LOAD":
@@ -126,6 +133,17 @@ def _read(path: str, source, limits: Limits) -> Dump:
     return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
                 modules=modules, threads=threads, pid=pid, process_name=process_name, warnings=r.warnings,
                 container=container)
+
+
+IN_MEMORY = 1 << 20
+
+
+def _in_memory(elf, source, end: int) -> None:
+    """Let pyelftools read the file's first ``end`` bytes from memory (not past IN_MEMORY bytes)."""
+    if end <= IN_MEMORY and end > getattr(elf.stream, "in_memory", 0):
+        stream = io.BytesIO(source.pread(0, min(end, source.size)))
+        stream.in_memory = end
+        elf.stream = stream
 
 
 def _modules_from_nt_file(r: _Reader, desc) -> list[Module]:
