@@ -203,3 +203,24 @@ def test_bounded_reader_reads_what_the_file_holds():
         got = reader.read(n)
         want = data[at:] if n < 0 else data[at : at + n]
         assert got == want[:100_000] and reader.tell() == at + len(got)
+
+
+@pytest.mark.parametrize("entry", [m for m in manifest() if m["file"].endswith(".core")], ids=lambda m: m["file"])
+def test_elf_headers_read_from_memory_or_the_file_alike(entry, monkeypatch):
+    """pyelftools reads an ELF core's program headers and notes from a copy of the file's first MiB; with
+    no copy (headers further in) it reads them from the file: the same memory ranges, modules and notes."""
+    import clrlayout.readers.elfcore as elfcore
+
+    def read():
+        d = open_dump(str(SAMPLES / entry["file"]))
+        try:
+            return ([(r.start, r.size) for r in d.memory.regions], [(m.name, m.base, m.size) for m in d.modules],
+                    d.threads, d.pid, d.process_name, d.warnings)
+        finally:
+            d.close()
+
+    in_memory = read()
+    monkeypatch.setattr(elfcore, "IN_MEMORY", 0)
+    from_file = read()
+    assert in_memory == from_file
+    assert in_memory[1] and in_memory[2] >= 1 and in_memory[3]  # modules, threads and a pid were read
