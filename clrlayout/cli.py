@@ -313,39 +313,49 @@ def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_l
     with _open(file, mt, profile, heap) as a:
         collector = StatsCollector(a.profile, top=10)
         dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
-        with _progress(a, enabled=fmt == "table") as progress:
-            if a.windowed:
-                from . import parallel
-
-                def collect(win):  # one step's statistics, merged in heap order by absorb
-                    part = StatsCollector(a.profile, top=10)
-                    dpart = DuplicateCollector(a.profile, None) if duplicates else None
-                    for batch in a.window_batches(win):
-                        batch = selected.apply(batch)
-                        part.add(batch)
-                        if dpart is not None:
-                            dpart.add(batch)
-                    return parallel.StepOutput(count=part.count, extra=(part, dpart))
-
-                def absorb(extra):
-                    collector.merge(extra[0])
-                    if dups is not None:
-                        dups.merge(extra[1])
-
-                parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
-                                   progress=progress.advance, on_found=progress.found, absorb=absorb)
-            else:
-                for batch in a.iter_batches(progress.advance):
-                    progress.found(len(batch))
-                    batch = selected.apply(batch)
-                    collector.add(batch)
-                    if dups is not None:
-                        dups.add(batch)
-        result = collector.finish()
-        found = dups.finish() if dups is not None else None
+        try:
+            result, found = _collect_stats(a, jobs, fmt, selected, collector, dups)
+        finally:
+            if dups is not None:
+                dups.close()
         for line in present.render(a, result, found, fmt, top):
             out(line)
         _report(a, quiet, strict)
+
+
+def _collect_stats(a, jobs, fmt, selected, collector, dups):
+    """The statistics (and duplicates) of every string that passes the filters."""
+    from .stats import DuplicateCollector, StatsCollector
+
+    with _progress(a, enabled=fmt == "table") as progress:
+        if a.windowed:
+            from . import parallel
+
+            def collect(win):  # one step's statistics, merged in heap order by absorb
+                part = StatsCollector(a.profile, top=10)
+                dpart = DuplicateCollector(a.profile, None) if dups is not None else None
+                for batch in a.window_batches(win):
+                    batch = selected.apply(batch)
+                    part.add(batch)
+                    if dpart is not None:
+                        dpart.add(batch)
+                return parallel.StepOutput(count=part.count, extra=(part, dpart))
+
+            def absorb(extra):
+                collector.merge(extra[0])
+                if dups is not None:
+                    dups.merge(extra[1])
+
+            parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+                               progress=progress.advance, on_found=progress.found, absorb=absorb)
+        else:
+            for batch in a.iter_batches(progress.advance):
+                progress.found(len(batch))
+                batch = selected.apply(batch)
+                collector.add(batch)
+                if dups is not None:
+                    dups.add(batch)
+    return collector.finish(), (dups.finish() if dups is not None else None)
 
 
 # --- trim -------------------------------------------------------------------------------------------

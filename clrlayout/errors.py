@@ -23,7 +23,7 @@ class ExitCode(enum.IntEnum):
     NO_RUNTIME = 4
     #: a layout profile in formats/ is invalid, or none matches the runtime
     BAD_PROFILE = 5
-    #: an output file could not be written
+    #: an output file (or a temporary file of ``stats --duplicates``) could not be written
     OUTPUT = 6
     #: a live runtime could not be hosted (missing package or library)
     NO_LIVE_RUNTIME = 7

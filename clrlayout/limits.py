@@ -47,6 +47,9 @@ class Limits:
     max_method_tables: int = 1_000_000
     #: notes parsed in one ELF note segment
     max_notes: int = 100_000
+    #: bytes of per-string entries (hash, length, address: 20 bytes a string) `stats --duplicates` keeps in
+    #: memory; beyond this they go to temporary files, so memory does not grow with the number of strings
+    duplicate_memory: int = 32 * MiB
 
     @property
     def window(self) -> int:

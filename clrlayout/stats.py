@@ -207,44 +207,139 @@ class Duplicate:
                 "wasted_bytes": self.wasted_bytes, "length": self.length}
 
 
-class DuplicateCollector:
-    """Keeps (hash, length, address) per string, then groups equal values exactly."""
+ENTRY = np.dtype([("hash", "<u8"), ("address", "<u8"), ("length", "<u4")])  # one string, 20 bytes
+PARTS = 256  # entries that do not fit in memory go to this many files, by the top bits of their hash
+GAP = 4096  # strings read for confirmation further apart than this are read on their own
 
-    def __init__(self, profile: Profile, space):
+
+class DuplicateCollector:
+    """Keeps (hash, length, address) per string, then groups equal values exactly.
+
+    Beyond ``Limits.duplicate_memory`` bytes of entries, the entries go to temporary files, one for each
+    256th of the hash range; at the end each file is grouped on its own (equal values have equal hashes, so
+    they are in the same file).  So memory does not grow with the number of strings, only with what the
+    result holds: one copy of each duplicated value."""
+
+    def __init__(self, profile: Profile, space, budget: int | None = None):
         self.profile = profile
         self.space = space
         self._hashes: list = []
         self._lengths: list = []
         self._addresses: list = []
+        self._kept = 0  # entries in memory
+        if budget is None and space is not None:
+            budget = space.limits.duplicate_memory
+        self._budget = budget  # None: never to files (a step's part, merged into the main collector)
+        self._files: str | None = None  # the directory of the entries written out
 
     def add(self, batch: StringBatch) -> None:
         if len(batch):
             self._hashes.append(batch.hashes())
             self._lengths.append(batch.lengths.astype(np.uint32))
             self._addresses.append(batch.addresses.astype(np.uint64))
+            self._grown(len(batch))
 
     def merge(self, other: "DuplicateCollector") -> None:
         """Add what another collector saw (another part of the heap)."""
         self._hashes += other._hashes
         self._lengths += other._lengths
         self._addresses += other._addresses
+        self._grown(other._kept)
 
     def __getstate__(self) -> dict:  # to another process: the arrays, not the dump
         return {**self.__dict__, "space": None}
 
-    def _members(self):
-        """The strings whose hash another string shares: (hash, length, address) arrays, by hash.  The
-        shared hashes come from one sorted copy of all the hashes; the members are then picked a part at
-        a time, so that memory peaks at about 3 words a string."""
-        sorted_h = np.concatenate(self._hashes)
+    def _grown(self, n: int) -> None:
+        self._kept += n
+        if self._budget is not None and self._kept * ENTRY.itemsize > self._budget:
+            self._write_out()
+
+    def _write_out(self) -> None:
+        """The entries in memory, appended to their hash range's file."""
+        import tempfile
+
+        if not self._kept:
+            return
+        try:
+            self._write_parts()
+        except OSError as e:
+            from .errors import OutputError
+
+            raise OutputError(f"cannot write the temporary files of --duplicates in {tempfile.gettempdir()}: "
+                              f"{e.strerror or e} (set TMPDIR, or keep more in memory with "
+                              f"CLRLAYOUT_LIMITS=duplicate_memory=...)") from None
+
+    def _write_parts(self) -> None:
+        import os
+        import tempfile
+
+        if self._files is None:
+            self._files = tempfile.mkdtemp(prefix="clrlayout-duplicates-")
+        h = np.concatenate(self._hashes)
+        part = (h >> np.uint64(64 - PARTS.bit_length() + 1)).astype(np.intp)
+        order = np.argsort(part, kind="stable")
+        entries = np.empty(len(h), dtype=ENTRY)
+        entries["hash"] = h[order]
+        del h
+        entries["address"] = np.concatenate(self._addresses)[order]
+        entries["length"] = np.concatenate(self._lengths)[order]
+        self._hashes, self._lengths, self._addresses, self._kept = [], [], [], 0
+        bounds = np.searchsorted(part[order], np.arange(PARTS + 1))
+        for p in np.flatnonzero(np.diff(bounds)).tolist():
+            with open(os.path.join(self._files, str(p)), "ab") as f:
+                entries[bounds[p] : bounds[p + 1]].tofile(f)
+
+    def close(self) -> None:
+        """Remove the files of entries written out, if any."""
+        import shutil
+
+        if self._files is not None:
+            shutil.rmtree(self._files, ignore_errors=True)
+            self._files = None
+
+    def finish(self) -> tuple[list[Duplicate], int]:
+        """All duplicated values sorted by waste (largest first), and the total waste."""
+        import os
+
+        found: list[Duplicate] = []
+        if self._files is None:
+            if self._hashes:
+                found = self._groups(*self._members(self._hashes, self._lengths, self._addresses))
+            self._hashes, self._lengths, self._addresses, self._kept = [], [], [], 0
+        else:
+            self._write_out()
+            try:
+                # each file's strings that share a hash, gathered over files (in hash order) until they
+                # fill the memory budget, then grouped: their values are read in address order, at once
+                # where they are close together
+                members: list = []
+                kept = 0
+                for p in range(PARTS):
+                    path = os.path.join(self._files, str(p))
+                    if os.path.exists(path):
+                        e = np.fromfile(path, dtype=ENTRY)
+                        os.unlink(path)
+                        members.append(self._members([e["hash"]], [e["length"]], [e["address"]]))
+                        kept += len(members[-1][1])
+                    if members and (kept * ENTRY.itemsize > self._budget or p == PARTS - 1):
+                        found += self._groups(*(np.concatenate(m) for m in zip(*members)))
+                        members, kept = [], 0
+            finally:
+                self.close()
+        found.sort(key=lambda d: (-d.wasted_bytes, -d.count, d.value))
+        return found, sum(d.wasted_bytes for d in found)
+
+    @staticmethod
+    def _members(hashes: list, lengths: list, addresses: list) -> tuple[np.ndarray, np.ndarray]:
+        """The lengths and addresses of the strings whose hash another string shares.  The shared hashes
+        come from one sorted copy of all the hashes; the members are then picked a part at a time, so
+        that memory peaks at about 3 words a string."""
+        sorted_h = np.concatenate(hashes)
         sorted_h.sort()  # in place: one copy of the hashes, not two
         shared = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
         del sorted_h
-        member = np.concatenate([lookup(shared, p)[1] for p in self._hashes])
-        h, n, a = (self._picked(parts, member) for parts in (self._hashes, self._lengths, self._addresses))
-        self._hashes, self._lengths, self._addresses = [], [], []
-        order = np.argsort(h, kind="stable")
-        return h[order], n[order], a[order]
+        member = np.concatenate([lookup(shared, p)[1] for p in hashes])
+        return DuplicateCollector._picked(lengths, member), DuplicateCollector._picked(addresses, member)
 
     @staticmethod
     def _picked(parts: list, member: np.ndarray) -> np.ndarray:
@@ -255,51 +350,44 @@ class DuplicateCollector:
             at += len(part)
         return np.concatenate(picked) if picked else np.zeros(0, dtype=np.uint64)
 
-    def _values(self, lengths: np.ndarray, addresses: np.ndarray) -> list:
-        """The raw characters of these strings, read a window at a time in address order."""
-        chars = self.profile.string.chars_offset
-        window = self.space.limits.window
-        raw = [b""] * len(addresses)
-        by_address = np.argsort(addresses, kind="stable")
-        i = 0
-        while i < len(by_address):
-            first = int(addresses[by_address[i]]) + chars
-            j = i
-            end = first
-            while j < len(by_address):
-                k = by_address[j]
-                stop = int(addresses[k]) + chars + 2 * int(lengths[k])
-                if j > i and stop - first > window:
-                    break
-                end = max(end, stop)
-                j += 1
-            data = self.space.read_available(first, end - first)  # stops at a hole (a trimmed dump)
-            for k in by_address[i:j].tolist():
-                at, size = int(addresses[k]) + chars - first, 2 * int(lengths[k])
-                raw[k] = data[at : at + size] if at + size <= len(data) else self.space.read(first + at, size)
-            i = j
-        return raw
-
-    def finish(self) -> tuple[list[Duplicate], int]:
-        """All duplicated values sorted by waste (largest first), and the total waste."""
-        if not self._hashes:
-            return [], 0
-        h, n, a = self._members()
-        raw = self._values(n, a)
-        starts = np.flatnonzero(np.concatenate(([True], h[1:] != h[:-1])))
-        ends = np.concatenate((starts[1:], [len(h)]))
+    def _groups(self, n: np.ndarray, a: np.ndarray) -> list[Duplicate]:
+        """The duplicated values among strings that share a hash with another, confirmed byte for byte:
+        the strings are counted by value (equal values have equal hashes; a collision gives two values),
+        holding one copy of each value."""
+        counts: dict[bytes, int] = {}
+        for value in self._values(n, a):
+            counts[value] = counts.get(value, 0) + 1
         p = self.profile
         out = []
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            # confirm byte for byte: a hash collision splits into separate groups
-            groups: dict[bytes, int] = {}
-            for value in raw[s:e]:
-                groups[value] = groups.get(value, 0) + 1
-            for value, count in groups.items():
-                if count > 1:
-                    length = len(value) // 2
-                    aligned = p.string_aligned_size(length, p.string_size(length) >= p.object.large_object_threshold)
-                    out.append(Duplicate(value.decode("utf-16-le", "surrogatepass"), count, aligned,
-                                         (count - 1) * aligned, length))
-        out.sort(key=lambda d: (-d.wasted_bytes, -d.count, d.value))
-        return out, sum(d.wasted_bytes for d in out)
+        for value, count in counts.items():
+            if count > 1:
+                length = len(value) // 2
+                aligned = p.string_aligned_size(length, p.string_size(length) >= p.object.large_object_threshold)
+                out.append(Duplicate(value.decode("utf-16-le", "surrogatepass"), count, aligned,
+                                     (count - 1) * aligned, length))
+        return out
+
+    def _values(self, lengths: np.ndarray, addresses: np.ndarray):
+        """The raw characters of each of these strings, in address order: strings close together (less
+        than GAP apart, within a window) are read at once, others on their own."""
+        chars = self.profile.string.chars_offset
+        window = self.space.limits.window
+        by_address = np.argsort(addresses, kind="stable").tolist()
+        starts = (addresses.astype(np.int64) + chars).tolist()
+        sizes = (2 * lengths.astype(np.int64)).tolist()
+        i = 0
+        while i < len(by_address):
+            first = starts[by_address[i]]
+            end = first + sizes[by_address[i]]
+            j = i + 1
+            while j < len(by_address):
+                k = by_address[j]
+                if starts[k] > end + GAP or starts[k] + sizes[k] - first > window:
+                    break
+                end = max(end, starts[k] + sizes[k])
+                j += 1
+            data = self.space.read_available(first, end - first)  # stops at a hole (a trimmed dump)
+            for k in by_address[i:j]:
+                at, size = starts[k] - first, sizes[k]
+                yield data[at : at + size] if at + size <= len(data) else self.space.read(first + at, size)
+            i = j

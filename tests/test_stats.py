@@ -143,3 +143,67 @@ def test_largest_ties_go_to_the_lower_address():
         c.add(batch_from_objects(p, objs[first : first + 37]))
     want = sorted(objs, key=lambda o: (-o.size, o.address))[:10]
     assert [(int(x["address"], 16), x["size"]) for x in c.finish().largest] == [(o.address, o.size) for o in want]
+
+
+def test_duplicates_written_out_are_the_same(capsys, sample, monkeypatch, tmp_path):
+    """With almost no memory for the per-string entries, they go to temporary files by hash range and
+    each is grouped on its own: the same duplicates and totals, and no file is left behind."""
+    import tempfile
+
+    args = ("stats", sample.path, "--duplicates", "--top", "0", "--jobs", "1")
+    in_memory = _json(capsys, *args)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("CLRLAYOUT_LIMITS", "duplicate_memory=1K,scan_window=4K")
+    written = _json(capsys, *args)
+    assert written == in_memory and written["duplicates"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_duplicates_in_files_are_grouped_by_hash_range(tmp_path, monkeypatch):
+    """Entries written out in several rounds land in the file of their hash's top bits, and grouping the
+    files one by one finds every value more than once, as grouping all of them in memory does."""
+    import tempfile
+
+    from clrlayout.addrspace import AddressSpace, BytesSource
+    from clrlayout.batches import batch_from_objects
+    from clrlayout.profiles import select_profile
+    from clrlayout.stats import DuplicateCollector
+    from clrlayout.strings import StringObject
+
+    p = select_profile("coreclr", "x64", "3.1.23")
+    values = [f"v{i % 37}" * (1 + i % 5) for i in range(600)]
+    blob, objs = bytearray(), []
+    for v in values:  # each string's object bytes at its address, so that values can be read back
+        at = 0x1000 + len(blob)
+        body = v.encode("utf-16-le")
+        obj = bytearray(p.string_aligned_size(len(v)))
+        obj[8 + p.string.chars_offset : 8 + p.string.chars_offset + len(body)] = body
+        blob += obj
+        objs.append(StringObject(at + 8, 0x7F00, len(v), p.string_size(len(v)), len(obj), 0, v))
+    space = AddressSpace(BytesSource(bytes(blob)), [(0x1000, len(blob), 0)], 8)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def duplicates(budget):
+        c = DuplicateCollector(p, space, budget=budget)
+        for first in range(0, len(objs), 50):
+            c.add(batch_from_objects(p, objs[first : first + 50]))
+        if budget < 1000:
+            files = [f for d in tmp_path.iterdir() for f in d.iterdir()]
+            assert len(files) > 1  # several hash ranges
+        return c.finish()
+
+    found, waste = duplicates(1 << 30)
+    assert duplicates(100) == (found, waste)
+    assert {d.value: d.count for d in found} == {v: n for v, n in Counter(values).items() if n > 1}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_duplicates_without_a_writable_temporary_directory(sample, monkeypatch, tmp_path, capsys):
+    """Entries that must go to files, and no directory to put them in: one line and exit code 6."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    monkeypatch.setenv("CLRLAYOUT_LIMITS", "duplicate_memory=1K")
+    assert main(["stats", str(sample.path), "--duplicates", "--jobs", "1", "-q"]) == 6
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "temporary files of --duplicates" in err[0]
