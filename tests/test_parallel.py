@@ -23,7 +23,7 @@ SMALL_WINDOWS = "scan_window=4K"  # many steps even in a small dump, so that bot
 
 
 def run(args, jobs, extra_env=None, code=None):
-    env = dict(os.environ, CLRLAYOUT_LIMITS=SMALL_WINDOWS, **(extra_env or {}))
+    env = {**os.environ, "CLRLAYOUT_LIMITS": SMALL_WINDOWS, **(extra_env or {})}
     cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "clrlayout", *args]
     p = subprocess.run(cmd + ["--jobs", str(jobs)], capture_output=True, env=env, timeout=120)
     return p.returncode, p.stdout, p.stderr
@@ -91,6 +91,10 @@ def test_stats_shared_equals_serial(sample):
         serial = run(args, 1)
         assert serial[0] == 0
         assert run(args, 2) == serial
+    # the duplicates' entries written to files as the child's windows come in
+    args = ["stats", str(path), "--duplicates", "--top", "0"]
+    written = {"CLRLAYOUT_LIMITS": SMALL_WINDOWS + ",duplicate_memory=2K"}
+    assert run(args, 2, written) == run(args, 1, written) == run(args, 1)
 
 
 def test_findings_keep_heap_order(tmp_path):
