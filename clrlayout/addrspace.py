@@ -53,6 +53,8 @@ class FileSource:
         if not _CAN_MAP or offset % mmap.ALLOCATIONGRANULARITY or offset + size > self.size or size <= 0:
             return None
         try:
+            # Python's mmap checks the file's size first (ValueError past its end): a file cut shorter since
+            # it was opened is read as a copy, and the bytes past its end are missing, not a SIGBUS
             return mmap.mmap(self._fd, size, flags=mmap.MAP_PRIVATE | _POPULATE, prot=mmap.PROT_READ, offset=offset)
         except (OSError, ValueError, OverflowError):
             return None

@@ -179,6 +179,25 @@ def test_read_window_is_read_available(sample, tmp_path):
         assert mapped > 0
 
 
+def test_file_cut_shorter_while_open_is_read_as_missing(tmp_path):
+    """A dump file cut shorter after it was opened: the heap walk's reads do not map past its new end
+    (a read there would kill the process with SIGBUS); they copy what is left, and the rest is missing."""
+    entry = next(m for m in manifest() if m["file"].endswith(".core"))
+    path = tmp_path / "shrinking.core"
+    path.write_bytes((SAMPLES / entry["file"]).read_bytes())
+    with open_dump(str(path)) as dump:
+        space = dump.memory
+        lo, hi = max(space.iter_runs(), key=lambda r: r[1] - r[0])
+        start, whole = space.read_window(lo, hi - lo)
+        assert not isinstance(whole, bytes)  # a map while the file is whole
+        whole = bytes(whole[lo - start :])
+        offset = next(r.offset + (lo - r.start) for r in space.regions if r.start <= lo < r.end)
+        with open(path, "r+b") as f:
+            f.truncate(offset + 4096)
+        start, got = space.read_window(lo, hi - lo)
+        assert isinstance(got, bytes) and got[lo - start :] == whole[:4096]
+
+
 def test_bounded_reader_reads_what_the_file_holds():
     """The parsers' view of a dump: any seek and read gives the file's bytes, a read is cut at the limit
     and at the end of the file, small reads come from its read-ahead block, big ones straight through."""
