@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate the sample dumps of clrlayout from the project's own target programs.
 
-    python sample_dumps/make_dumps.py                  # all three
-    python sample_dumps/make_dumps.py --only linux-x64  # one of linux-x64, win-x64, win-x86
+    python sample_dumps/make_dumps.py                  # all of them
+    python sample_dumps/make_dumps.py --only linux-x64  # one of linux-x64, linux-x64-svr, win-x64, win-x86, win-x86-svr
 
 What it does, per dump:
 1. compiles targets/strings/Program.cs (and targets/minidumper/Program.cs) with Mono's C# compiler (mcs);
@@ -45,12 +45,14 @@ NAMES = {
     "linux-x64-svr": "strings.coreclr-3.1.23.linux-x64-svr.core",
     "win-x64": "strings.coreclr-3.1.23.win-x64.dmp",
     "win-x86": "strings.coreclr-3.1.23.win-x86.dmp",
+    "win-x86-svr": "strings.coreclr-3.1.23.win-x86-svr.dmp",
 }
 PRODUCERS = {
     "linux-x64": "createdump --withheap (CoreCLR 3.1.23 from PyPI dotnetcore2), then clrlayout trim",
     "linux-x64-svr": "createdump --withheap of the same target under server GC (COMPlus_gcServer=1, one heap per CPU), then clrlayout trim",
     "win-x64": "Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR 3.1.23 win-x64, then clrlayout trim",
     "win-x86": "Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR 3.1.23 win-x86 (WoW64), then clrlayout trim",
+    "win-x86-svr": "Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR 3.1.23 win-x86 (WoW64) under server GC (COMPlus_gcServer=1, one heap per CPU), then clrlayout trim",
 }
 
 
@@ -133,11 +135,13 @@ def wine_prefix(prefix: Path, cache: Path) -> dict:
 
 def make_windows(kind: str, build: Path, work: Path, prefix: Path, cache: Path) -> tuple[Path, Path]:
     env = wine_prefix(prefix, cache)
+    if kind.endswith("-svr"):
+        env.update(COMPlus_gcServer="1", DOTNET_gcServer="1")
     app = prefix / "drive_c" / "clrlayout"
     app.mkdir(parents=True, exist_ok=True)
     for f in build.iterdir():
         shutil.copy(f, app / f.name)
-    folder = WINE_RUNTIME[kind][1]
+    folder = WINE_RUNTIME[kind.removesuffix("-svr")][1]
     dotnet = f"C:\\{folder}\\dotnet\\dotnet.exe"
     arch = kind.split("-")[1]
     proc, pid = start_target(["wine", dotnet, r"C:\clrlayout\strings.dll", f"C:\\clrlayout\\truth-{arch}.json",
