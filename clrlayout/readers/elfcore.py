@@ -77,10 +77,12 @@ def _read(path: str, source, limits: Limits) -> Dump:
     # pyelftools reads a field at a time (a file name a byte at a time): from a copy of the file's start
     # in memory, when the program headers and then the notes lie in its first IN_MEMORY bytes, each read
     # is a C call instead of a Python one
-    _in_memory(elf, source, phoff + phnum * phentsize)
+    on_disk = elf.stream  # the bounded view of the file
+    elf.stream = _stream_for(elf.stream, on_disk, source, phoff + phnum * phentsize)
     segments = [elf.get_segment(i) for i in range(phnum)]
-    _in_memory(elf, source, max([s["p_offset"] + s["p_filesz"] for s in segments if s["p_type"] == "PT_NOTE"
-                                 and s["p_filesz"] <= limits.max_stream_bytes], default=0))
+    notes_end = max([s["p_offset"] + s["p_filesz"] for s in segments if s["p_type"] == "PT_NOTE"
+                     and s["p_filesz"] <= limits.max_stream_bytes], default=0)
+    elf.stream = _stream_for(elf.stream, on_disk, source, notes_end)
     container = ElfContainer(elfclass=elf.elfclass, little_endian=elf.little_endian, header=dict(elf.header))
     regions, missing = [], 0
     modules: list[Module] = []
@@ -138,12 +140,14 @@ def _read(path: str, source, limits: Limits) -> Dump:
 IN_MEMORY = 1 << 20
 
 
-def _in_memory(elf, source, end: int) -> None:
-    """Let pyelftools read the file's first ``end`` bytes from memory (not past IN_MEMORY bytes)."""
-    if end <= IN_MEMORY and end > getattr(elf.stream, "in_memory", 0):
-        stream = io.BytesIO(source.pread(0, min(end, source.size)))
-        stream.in_memory = end
-        elf.stream = stream
+def _stream_for(current, on_disk, source, end: int):
+    """Where pyelftools reads the file's first ``end`` bytes: a copy in memory when they are at most
+    IN_MEMORY bytes (``current`` if it holds them already), else the file itself."""
+    if end > IN_MEMORY:
+        return on_disk
+    if isinstance(current, io.BytesIO) and current.getbuffer().nbytes >= min(end, source.size):
+        return current
+    return io.BytesIO(source.pread(0, min(end, source.size)))
 
 
 def _modules_from_nt_file(r: _Reader, desc) -> list[Module]:
