@@ -118,12 +118,12 @@ class Analysis:
         if os.environ.get("CLRLAYOUT_WALKER") == "reference":  # the per-object walker (benchmarks, checks)
             yield from _reference_batches(self)
             return
-        for win in self.iter_windows(progress):
+        for win in self.heap_steps(progress).windows():
             yield from self.window_batches(win)
 
     @property
     def windowed(self) -> bool:
-        """Whether the strings come window by window from the vectorised walk (see iter_windows)."""
+        """Whether the strings come window by window from the vectorised walk (see heap_steps)."""
         return self.heap.exact and os.environ.get("CLRLAYOUT_WALKER") != "reference"
 
     def heap_steps(self, progress=None):
@@ -134,12 +134,8 @@ class Analysis:
         self.string_method_table()
         return HeapSteps(FastWalker(self.dump.memory, self.mts, self.findings, progress), self.heap.segments)
 
-    def iter_windows(self, progress=None):
-        """Every window of the vectorised heap walk that holds objects, in heap order."""
-        return self.heap_steps(progress).windows()
-
     def window_batches(self, win):
-        """The strings of one window of :meth:`iter_windows`, in batches; their anomalies are findings."""
+        """The strings of one window of :meth:`heap_steps`, in batches; their anomalies are findings."""
         from .batches import batch_from_window
 
         for batch in batch_from_window(win, self.string_method_table(), self.profile, self.dump.memory,

@@ -306,15 +306,14 @@ def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_l
           address_range, mt, profile, heap, quiet):
     """Totals, where the bytes go, length histogram and largest strings; or exact duplicates and their waste."""
     from .present import stats as present
-    from .stats import DuplicateCollector, StatsCollector
+    from .stats import DuplicateCollector
 
     _type_check(type_name)
     selected = make_filter(min_length, max_length, contains, regex, address_range)
     with _open(file, mt, profile, heap) as a:
-        collector = StatsCollector(a.profile, top=10)
         dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
         try:
-            result, found = _collect_stats(a, jobs, fmt, selected, collector, dups)
+            result, found = _collect_stats(a, jobs, fmt, selected, dups)
         finally:
             if dups is not None:
                 dups.close()
@@ -323,10 +322,11 @@ def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_l
         _report(a, quiet, strict)
 
 
-def _collect_stats(a, jobs, fmt, selected, collector, dups):
-    """The statistics (and duplicates) of every string that passes the filters."""
+def _collect_stats(a, jobs, fmt, selected, dups):
+    """The statistics (and, into ``dups``, the duplicates) of every string that passes the filters."""
     from .stats import DuplicateCollector, StatsCollector
 
+    collector = StatsCollector(a.profile, top=10)
     with _progress(a, enabled=fmt == "table") as progress:
         if a.windowed:
             from . import parallel

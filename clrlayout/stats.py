@@ -208,7 +208,8 @@ class Duplicate:
 
 
 ENTRY = np.dtype([("hash", "<u8"), ("address", "<u8"), ("length", "<u4")])  # one string, 20 bytes
-PARTS = 256  # entries that do not fit in memory go to this many files, by the top bits of their hash
+PART_BITS = 8  # entries that do not fit in memory go to 2**PART_BITS files, by these top bits of their hash
+PARTS = 1 << PART_BITS
 GAP = 4096  # strings read for confirmation further apart than this are read on their own
 
 
@@ -276,7 +277,7 @@ class DuplicateCollector:
         if self._files is None:
             self._files = tempfile.mkdtemp(prefix="clrlayout-duplicates-")
         h = np.concatenate(self._hashes)
-        part = (h >> np.uint64(64 - PARTS.bit_length() + 1)).astype(np.intp)
+        part = (h >> np.uint64(64 - PART_BITS)).astype(np.intp)
         order = np.argsort(part, kind="stable")
         entries = np.empty(len(h), dtype=ENTRY)
         entries["hash"] = h[order]

@@ -146,8 +146,6 @@ def _json_values(raws: list) -> list:
 _ZERO_TAIL = b'", "header": 0}\n'
 
 
-
-
 def batch_lines(batch) -> bytes:
     """JSON Lines for a whole batch, byte for byte what :func:`string_line` gives for each string."""
     return b"".join(batch_chunks(batch))
