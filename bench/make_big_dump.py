@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from clrlayout import embedded  # noqa: E402
+from clrlayout.live import embedded  # noqa: E402
 
 
 def main() -> int:

@@ -98,13 +98,13 @@ def scan_options(f):
 
 
 def _open(file, mt, profile, heap):
-    from .analysis import open_analysis
+    from .session import open_analysis
 
     return open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env())
 
 
 def make_filter(min_length, max_length, contains, regex, address_range):
-    from .filters import StringFilter
+    from .analyses.filters import StringFilter
 
     return StringFilter(min_length, max_length, contains, regex, tuple(address_range) if address_range else None)
 
@@ -273,9 +273,9 @@ def _progress(a, enabled: bool):
 
 
 def _print_layout(a, s) -> None:
-    from .layout import string_layout
+    from .objects.layout import string_layout
     from .present import hexview, text
-    from .strings import object_span
+    from .objects.strings import object_span
 
     start, span = object_span(a.profile, s.address, s.length, s.large)
     data = a.dump.memory.read(start, span)
@@ -306,7 +306,7 @@ def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_l
           address_range, mt, profile, heap, quiet):
     """Totals, where the bytes go, length histogram and largest strings; or exact duplicates and their waste."""
     from .present import stats as present
-    from .stats import DuplicateCollector
+    from .analyses.stats import DuplicateCollector
 
     _type_check(type_name)
     selected = make_filter(min_length, max_length, contains, regex, address_range)
@@ -324,7 +324,7 @@ def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_l
 
 def _collect_stats(a, jobs, fmt, selected, dups):
     """The statistics (and, into ``dups``, the duplicates) of every string that passes the filters."""
-    from .stats import DuplicateCollector, StatsCollector
+    from .analyses.stats import DuplicateCollector, StatsCollector
 
     collector = StatsCollector(a.profile, top=10)
     with _progress(a, enabled=fmt == "table") as progress:
@@ -399,8 +399,8 @@ def _csv(ctx, param, value):
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def layout(type_name, lengths, runtimes, archs, runtime_version, fmt):
     """The layout of a string on every runtime and architecture, from the profiles alone (no dump)."""
-    from .estimates import parse_lengths, select_variants
-    from .layout import string_layout
+    from .analyses.estimates import parse_lengths, select_variants
+    from .objects.layout import string_layout
     from .present import estimates as present
     from .present.jsonout import dumps
 
@@ -460,7 +460,7 @@ def live(ctx, runtime, max_length, fmt, capture, profile):
 
 
 def main(argv=None) -> int:
-    from .allocator import reuse_freed_memory
+    from .util.allocator import reuse_freed_memory
 
     reuse_freed_memory()
     try:

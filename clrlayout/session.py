@@ -14,16 +14,16 @@ import numpy as np
 
 from .errors import HeapNotFound, TypeNotFound
 from .findings import FindingKind, Findings
-from .gcheap import GcHeap, find_gc_heap
-from .heap import HeapObject, HeapWalker
+from .heap.segments import GcHeap, find_gc_heap
+from .heap.walk import HeapObject, HeapWalker
 from .limits import DEFAULT_LIMITS, Limits
-from .methodtable import MethodTables
-from .monovtable import MonoVTables
-from .objscan import iter_string_addresses, learn_string_method_table
-from .profiles import Profile, load_profile
-from .readers import Dump, open_dump
-from .runtime import RuntimeInfo, detect_runtime, profile_for
-from .strings import StringObject, read_strings
+from .runtime.methodtable import MethodTables
+from .runtime.monovtable import MonoVTables
+from .heap.scan import iter_string_addresses, learn_string_method_table
+from .runtime.profiles import Profile, load_profile
+from .dump import Dump, open_dump
+from .runtime.detect import RuntimeInfo, detect_runtime, profile_for
+from .objects.strings import StringObject, read_strings
 
 STRING_TYPE = "System.String"
 
@@ -129,14 +129,14 @@ class Analysis:
     def heap_steps(self, progress=None):
         """The vectorised walk of the exact heap as steps from cursor to cursor, a window each
         (``fastwalk.HeapSteps``); two processes can walk its windows side by side (``parallel.py``)."""
-        from .fastwalk import FastWalker, HeapSteps
+        from .heap.fastwalk import FastWalker, HeapSteps
 
         self.string_method_table()
         return HeapSteps(FastWalker(self.dump.memory, self.mts, self.findings, progress), self.heap.segments)
 
     def window_batches(self, win):
         """The strings of one window of :meth:`heap_steps`, in batches; their anomalies are findings."""
-        from .batches import batch_from_window
+        from .objects.batches import batch_from_window
 
         for batch in batch_from_window(win, self.string_method_table(), self.profile, self.dump.memory,
                                        self.findings):
@@ -167,7 +167,7 @@ def _string_findings(findings: Findings, batch) -> None:
 
 def _reference_batches(analysis: "Analysis"):
     """Batches from the per-object reference walker (heap.py) instead of the vectorised one."""
-    from .batches import batch_from_objects
+    from .objects.batches import batch_from_objects
 
     string_mt = analysis.string_method_table()
     chunk = []
@@ -184,7 +184,7 @@ def _reference_batches(analysis: "Analysis"):
 
 def _scan_batches(analysis: "Analysis"):
     """Batches from the checked object scan (one read per string, fields decoded per batch)."""
-    from .batches import batch_from_addresses
+    from .objects.batches import batch_from_addresses
 
     string_mt = analysis.string_method_table()
     space = analysis.dump.memory

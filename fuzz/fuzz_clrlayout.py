@@ -26,21 +26,21 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from clrlayout.addrspace import AddressSpace, BytesSource
-    from clrlayout.analysis import open_analysis
+    from clrlayout.dump.addrspace import AddressSpace, BytesSource
+    from clrlayout.session import open_analysis
     from clrlayout.errors import ClrLayoutError
-    from clrlayout.header import decode_header
-    from clrlayout.layout import string_layout
+    from clrlayout.objects.header import decode_header
+    from clrlayout.objects.layout import string_layout
     from clrlayout.limits import DEFAULT_LIMITS, MiB
     from clrlayout.present.hexview import hex_dump
     from clrlayout.present.info import info_dict
     from clrlayout.present.jsonout import batch_lines
-    from clrlayout.profiles import list_profiles, load_profile
-    from clrlayout.gcheap import find_gc_heap
-    from clrlayout.readers import open_source
-    from clrlayout.runtime import detect_runtime
-    from clrlayout.stats import DuplicateCollector, StatsCollector
-    from clrlayout.strings import decode_string_bytes, object_span
+    from clrlayout.runtime.profiles import list_profiles, load_profile
+    from clrlayout.heap.segments import find_gc_heap
+    from clrlayout.dump import open_source
+    from clrlayout.runtime.detect import detect_runtime
+    from clrlayout.analyses.stats import DuplicateCollector, StatsCollector
+    from clrlayout.objects.strings import decode_string_bytes, object_span
 
 LIMITS = dataclasses.replace(DEFAULT_LIMITS, scan_window=64 * 1024, max_read=16 * MiB, max_string_length=1 << 22)
 PROFILES = [load_profile(name, None) for name in list_profiles()]
@@ -95,7 +95,7 @@ def fuzz_string(data: bytes) -> None:
     address = 0x10000 + profile.object.header_size
     space = AddressSpace(BytesSource(body), [(0x10000, len(body), 0)], profile.pointer_size, limits=LIMITS)
     try:
-        from clrlayout.strings import read_string
+        from clrlayout.objects.strings import read_string
 
         s = read_string(space, profile, address)
         decode_header(s.header, profile.header)

@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from synth import SynthHeap  # noqa: E402
 from synth_dump import build_minidump  # noqa: E402
 
-from clrlayout.profiles import select_profile  # noqa: E402
+from clrlayout.runtime.profiles import select_profile  # noqa: E402
 
 
 def _synthetic(mutate=None) -> bytes:

@@ -34,7 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from clrlayout import embedded  # noqa: E402
+from clrlayout.live import embedded  # noqa: E402
 from clrlayout.trim import trim  # noqa: E402
 
 TARGETS = HERE / "targets"

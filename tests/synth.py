@@ -9,10 +9,10 @@ header at the end of the previous object).
 
 from __future__ import annotations
 
-from clrlayout.addrspace import AddressSpace, BytesSource
-from clrlayout.gcheap import Segment
-from clrlayout.profiles import Profile
-from clrlayout.structs import ClrStructs
+from clrlayout.dump.addrspace import AddressSpace, BytesSource
+from clrlayout.heap.segments import Segment
+from clrlayout.runtime.profiles import Profile
+from clrlayout.runtime.structs import ClrStructs
 
 MT_BASE = {8: 0x7FFE_0000_1000, 4: 0x5C70_1000}
 HEAP_BASE = {8: 0x0000_0165_0000_1000, 4: 0x033B_1000}

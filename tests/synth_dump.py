@@ -12,9 +12,9 @@ import struct
 
 from synth import SynthHeap
 
-from clrlayout.gcheap import gc_interface
-from clrlayout.profiles import Profile
-from clrlayout.readers.minidump import (MINIDUMP_DIRECTORY, MINIDUMP_HEADER, MINIDUMP_MEMORY64_LIST_HEADER,
+from clrlayout.heap.segments import gc_interface
+from clrlayout.runtime.profiles import Profile
+from clrlayout.dump.minidump import (MINIDUMP_DIRECTORY, MINIDUMP_HEADER, MINIDUMP_MEMORY64_LIST_HEADER,
                                         MINIDUMP_MEMORY_DESCRIPTOR64, MINIDUMP_MODULE)
 
 MODULE_BASE = {8: 0x7FFE_1000_0000, 4: 0x6000_0000}
@@ -126,7 +126,7 @@ def mixed_minidump(arch: str) -> bytes:
     """A CoreCLR 3.1.23 minidump of a small heap with a bit of everything: strings of lengths 0-8 (ASCII,
     non-ASCII, lone surrogates), some with a sync block word, zeroed gaps, free objects, and one string on
     the large object heap.  The seed of the robustness tests and of the fuzz campaign."""
-    from clrlayout.profiles import select_profile
+    from clrlayout.runtime.profiles import select_profile
 
     p = select_profile("coreclr", arch, "3.1.23")
     h = SynthHeap(p)

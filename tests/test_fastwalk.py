@@ -11,13 +11,13 @@ import pytest
 from synth import SynthHeap, string_span
 from test_synthetic import PROFILES
 
-from clrlayout.analysis import open_analysis
-from clrlayout.fastwalk import FastWalker
+from clrlayout.session import open_analysis
+from clrlayout.heap.fastwalk import FastWalker
 from clrlayout.findings import Findings
-from clrlayout.heap import HeapWalker
+from clrlayout.heap.walk import HeapWalker
 from clrlayout.limits import DEFAULT_LIMITS
-from clrlayout.methodtable import MethodTables
-from clrlayout.profiles import select_profile
+from clrlayout.runtime.methodtable import MethodTables
+from clrlayout.runtime.profiles import select_profile
 
 
 def fast_objects(space, mts, segments, findings=None):
@@ -107,7 +107,7 @@ def test_stale_strings_inside_free_objects(profile):
 def test_positions_are_flatnonzero(density):
     """arrays.positions gives np.flatnonzero's indices, whatever the length (not a multiple of 8, shorter
     than 8) and the density, and for a slice that starts at an odd byte."""
-    from clrlayout.arrays import positions
+    from clrlayout.util.arrays import positions
 
     rng = np.random.default_rng(7)
     for n in (0, 1, 7, 8, 9, 63, 64, 65, 4099, 524_801):

@@ -11,11 +11,11 @@ import re
 
 import pytest
 
-from clrlayout.addrspace import AddressSpace, BytesSource
-from clrlayout.layout import string_layout
+from clrlayout.dump.addrspace import AddressSpace, BytesSource
+from clrlayout.objects.layout import string_layout
 from clrlayout.present.hexview import hex_dump
-from clrlayout.profiles import select_profile
-from clrlayout.strings import object_span, read_string
+from clrlayout.runtime.profiles import select_profile
+from clrlayout.objects.strings import object_span, read_string
 
 
 def golden_space(arch_data: dict) -> AddressSpace:

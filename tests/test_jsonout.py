@@ -11,14 +11,14 @@ import pytest
 from conftest import SAMPLES, manifest
 from synth import SynthHeap
 
-from clrlayout.analysis import open_analysis
-from clrlayout.batches import batch_from_window
-from clrlayout.fastwalk import FastWalker
+from clrlayout.session import open_analysis
+from clrlayout.objects.batches import batch_from_window
+from clrlayout.heap.fastwalk import FastWalker
 from clrlayout.findings import Findings
-from clrlayout.methodtable import MethodTables
+from clrlayout.runtime.methodtable import MethodTables
 from clrlayout.present import jsonout
 from clrlayout.present.jsonout import batch_lines, string_line
-from clrlayout.profiles import select_profile
+from clrlayout.runtime.profiles import select_profile
 
 
 def slow_lines(batch) -> bytes:

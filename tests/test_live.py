@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from clrlayout.profiles import formats_dir
+from clrlayout.runtime.profiles import formats_dir
 
 pytestmark = pytest.mark.live
 

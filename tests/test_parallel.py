@@ -15,9 +15,9 @@ from conftest import SAMPLES, manifest
 from synth import SynthHeap
 from synth_dump import build_minidump
 
-from clrlayout.analysis import open_analysis
+from clrlayout.session import open_analysis
 from clrlayout.limits import limits_from_env
-from clrlayout.profiles import select_profile
+from clrlayout.runtime.profiles import select_profile
 
 SMALL_WINDOWS = "scan_window=4K"  # many steps even in a small dump, so that both processes take several
 
@@ -144,7 +144,7 @@ def test_child_that_dies_is_replaced(fmt, where, tmp_path):
 
 WRONG_GUESSES = """
 import sys
-from clrlayout.fastwalk import FastWalker
+from clrlayout.heap.fastwalk import FastWalker
 from clrlayout.cli import main
 
 real = FastWalker.guess

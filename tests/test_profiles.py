@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from clrlayout.errors import InvalidProfile, NoMatchingProfile
-from clrlayout.profiles import (SCHEMA, formats_dir, leaf_keys, list_profiles, load_profile, parse_version,
+from clrlayout.runtime.profiles import (SCHEMA, formats_dir, leaf_keys, list_profiles, load_profile, parse_version,
                                 raw_profile, select_profile, version_matches)
 
 

@@ -9,10 +9,10 @@ import pytest
 from conftest import SAMPLES, manifest
 
 from clrlayout.errors import ClrLayoutError, DumpError, MalformedDump, TruncatedDump, UnsupportedDump
-from clrlayout.readers import open_dump
-from clrlayout.readers.minidump import (MINIDUMP_DIRECTORY, MINIDUMP_HEADER, MINIDUMP_MEMORY64_LIST_HEADER,
+from clrlayout.dump import open_dump
+from clrlayout.dump.minidump import (MINIDUMP_DIRECTORY, MINIDUMP_HEADER, MINIDUMP_MEMORY64_LIST_HEADER,
                                         MINIDUMP_MEMORY_DESCRIPTOR64)
-from clrlayout.runtime import detect_runtime
+from clrlayout.runtime.detect import detect_runtime
 
 MINIDUMPS = [e for e in manifest() if e["format"] == "minidump"]
 CORES = [e for e in manifest() if e["format"] == "elf-core"]
@@ -135,7 +135,7 @@ def test_directory_past_the_end(tmp_path):
 
 @pytest.mark.parametrize("entry", manifest(), ids=lambda e: e["file"])
 def test_truncated_samples_give_partial_results_or_typed_errors(entry, tmp_path):
-    from clrlayout.analysis import open_analysis
+    from clrlayout.session import open_analysis
 
     data = (SAMPLES / entry["file"]).read_bytes()
     outcomes = set()
@@ -203,8 +203,8 @@ def test_bounded_reader_reads_what_the_file_holds():
     and at the end of the file, small reads come from its read-ahead block, big ones straight through."""
     import random
 
-    from clrlayout.addrspace import BytesSource
-    from clrlayout.readers import BoundedReader
+    from clrlayout.dump.addrspace import BytesSource
+    from clrlayout.dump import BoundedReader
 
     rng = random.Random(5)
     data = bytes(rng.getrandbits(8) for _ in range(300_000))
@@ -231,7 +231,7 @@ def test_elf_headers_read_from_memory_or_the_file_alike(entry, monkeypatch):
     from the file: the same memory ranges, modules and notes."""
     import struct
 
-    import clrlayout.readers.elfcore as elfcore
+    import clrlayout.dump.elfcore as elfcore
 
     def read():
         d = open_dump(str(SAMPLES / entry["file"]))

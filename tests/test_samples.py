@@ -10,12 +10,12 @@ import pytest
 
 from conftest import units_to_str
 
-from clrlayout.analysis import open_analysis
-from clrlayout.header import decode_header
-from clrlayout.layout import string_layout
-from clrlayout.objscan import iter_string_addresses
+from clrlayout.session import open_analysis
+from clrlayout.objects.header import decode_header
+from clrlayout.objects.layout import string_layout
+from clrlayout.heap.scan import iter_string_addresses
 from clrlayout.findings import Findings
-from clrlayout.strings import object_span
+from clrlayout.objects.strings import object_span
 
 
 @pytest.fixture

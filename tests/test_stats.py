@@ -127,10 +127,10 @@ def test_largest_ties_go_to_the_lower_address():
     then the lowest addresses, as one sorted list would give."""
     import random
 
-    from clrlayout.batches import batch_from_objects
-    from clrlayout.profiles import select_profile
-    from clrlayout.stats import StatsCollector
-    from clrlayout.strings import StringObject
+    from clrlayout.objects.batches import batch_from_objects
+    from clrlayout.runtime.profiles import select_profile
+    from clrlayout.analyses.stats import StatsCollector
+    from clrlayout.objects.strings import StringObject
 
     p = select_profile("coreclr", "x64", "3.1.23")
     rng = random.Random(5)
@@ -164,11 +164,11 @@ def test_duplicates_in_files_are_grouped_by_hash_range(tmp_path, monkeypatch):
     files one by one finds every value more than once, as grouping all of them in memory does."""
     import tempfile
 
-    from clrlayout.addrspace import AddressSpace, BytesSource
-    from clrlayout.batches import batch_from_objects
-    from clrlayout.profiles import select_profile
-    from clrlayout.stats import DuplicateCollector
-    from clrlayout.strings import StringObject
+    from clrlayout.dump.addrspace import AddressSpace, BytesSource
+    from clrlayout.objects.batches import batch_from_objects
+    from clrlayout.runtime.profiles import select_profile
+    from clrlayout.analyses.stats import DuplicateCollector
+    from clrlayout.objects.strings import StringObject
 
     p = select_profile("coreclr", "x64", "3.1.23")
     values = [f"v{i % 37}" * (1 + i % 5) for i in range(600)]

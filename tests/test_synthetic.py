@@ -6,16 +6,16 @@ import pytest
 
 from synth import SynthHeap, string_span
 
-from clrlayout.addrspace import AddressSpace, BytesSource
+from clrlayout.dump.addrspace import AddressSpace, BytesSource
 from clrlayout.errors import AddressError, DecodeError, LimitExceeded
 from clrlayout.findings import FindingKind, Findings
-from clrlayout.header import decode_header
-from clrlayout.heap import HeapWalker
-from clrlayout.layout import string_layout
-from clrlayout.methodtable import MethodTables
-from clrlayout.profiles import select_profile
-from clrlayout.strings import read_string
-from clrlayout.structs import ClrStructs
+from clrlayout.objects.header import decode_header
+from clrlayout.heap.walk import HeapWalker
+from clrlayout.objects.layout import string_layout
+from clrlayout.runtime.methodtable import MethodTables
+from clrlayout.runtime.profiles import select_profile
+from clrlayout.objects.strings import read_string
+from clrlayout.runtime.structs import ClrStructs
 
 PROFILES = [("coreclr", "x64", "3.1.23"), ("coreclr", "x86", "3.1.23"), ("netfx", "x64", "4.8"),
             ("netfx", "x86", "4.8"), ("coreclr", "x64", "8.0"), ("coreclr", "x64", "9.0")]
@@ -131,7 +131,7 @@ def test_missing_memory_is_a_finding(profile):
     seg = h.segment()
     space = h.space()
     # the segment claims 1 MB more than the dump holds
-    from clrlayout.gcheap import Segment
+    from clrlayout.heap.segments import Segment
 
     longer = Segment(seg.start, seg.end + 0x100000, "soh")
     findings = Findings()
@@ -248,7 +248,7 @@ def test_pointer_size_comes_from_the_dump_not_the_host():
 
 
 def test_decode_error_is_typed(profile):
-    from clrlayout.strings import decode_string_bytes
+    from clrlayout.objects.strings import decode_string_bytes
 
     with pytest.raises(DecodeError):
         decode_string_bytes(profile, 0x1000, b"\0" * 4)

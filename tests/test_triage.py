@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clrlayout.analysis import open_analysis
+from clrlayout.session import open_analysis
 
 
 def test_exactly_the_strings_of_the_heap_page(triage_core, triage_truth):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from clrlayout.cli import main
-from clrlayout.readers import open_dump, sniff
+from clrlayout.dump import open_dump, sniff
 
 
 def _outputs(capsys, path):

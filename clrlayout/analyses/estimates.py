@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .profiles import Profile, list_profiles, load_profile, parse_version, raw_profile
+from ..runtime.profiles import Profile, list_profiles, load_profile, parse_version, raw_profile
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .arrays import lookup
-from .batches import StringBatch, aligned_sizes
-from .profiles import Profile
+from ..util.arrays import lookup
+from ..objects.batches import StringBatch, aligned_sizes
+from ..runtime.profiles import Profile
 
 BREAKDOWN_KEYS = ["object_headers", "method_table_pointers", "lock_words", "length_fields", "field_gaps",
                   "characters", "terminators", "extra_bytes", "alignment_padding"]
@@ -264,7 +264,7 @@ class DuplicateCollector:
         try:
             self._write_parts()
         except OSError as e:
-            from .errors import OutputError
+            from ..errors import OutputError
 
             raise OutputError(f"cannot write the temporary files of --duplicates in {tempfile.gettempdir()}: "
                               f"{e.strerror or e} (set TMPDIR, or keep more in memory with "

@@ -16,8 +16,8 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
-from .errors import AddressError, LimitExceeded
-from .limits import DEFAULT_LIMITS, Limits
+from ..errors import AddressError, LimitExceeded
+from ..limits import DEFAULT_LIMITS, Limits
 
 _CAN_MAP = hasattr(mmap, "MAP_PRIVATE")  # POSIX
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: the pages are mapped at once, not fault by fault

@@ -11,10 +11,10 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
-from ..addrspace import AddressSpace
+from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from . import BoundedReader, Dump, Module
+from .model import BoundedReader, Dump, Module
 
 MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM": "arm"}
 

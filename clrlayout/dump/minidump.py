@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 from construct import Array, Bytes, Const, ConstructError, Int16ul, Int32ul, Int64ul, Struct, this
 
-from ..addrspace import AddressSpace
+from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from . import BoundedReader, Dump, Module
+from .model import BoundedReader, Dump, Module
 
 # --- raw structures (names as in minidumpapiset.h); also used by trim to write dumps ----------------
 

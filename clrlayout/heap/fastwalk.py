@@ -26,11 +26,11 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .addrspace import AddressSpace
-from .arrays import lookup, positions
-from .findings import FindingKind, Findings
-from .gcheap import Segment
-from .methodtable import MethodTables
+from ..dump.addrspace import AddressSpace
+from ..util.arrays import lookup, positions
+from ..findings import FindingKind, Findings
+from .segments import Segment
+from ..runtime.methodtable import MethodTables
 
 TAIL = 4096  # bytes read past a window, so that its last objects are in the buffer (their fixed fields
 # must be; a string whose characters are not is read again on its own, see batches.batch_from_window)
@@ -393,12 +393,12 @@ class FastWalker:
         return None
 
     def _resync_beyond(self, address: int, seg: Segment) -> int | None:
-        from .heap import HeapWalker
+        from .walk import HeapWalker
 
         return HeapWalker(self.space, self.mts, self.findings)._resync(address, seg.end, seg)
 
     def _missing(self, pos: int, seg: Segment) -> int | None:
-        from .heap import HeapWalker
+        from .walk import HeapWalker
 
         w = HeapWalker(self.space, self.mts, self.findings)
         nxt = w._next_mapped(pos, seg.end)

@@ -28,10 +28,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .arrays import lookup
-from .findings import Findings
-from .methodtable import MethodTables
-from .readers import Dump
+from ..util.arrays import lookup
+from ..findings import Findings
+from ..runtime.methodtable import MethodTables
+from ..dump import Dump
 
 #: strings shorter than this are used to learn the String MethodTable
 LEARN_MAX_LENGTH = 256

@@ -26,9 +26,9 @@ try:
 except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib
 
-from .addrspace import AddressSpace
-from .profiles import formats_dir
-from .readers import Dump, Module
+from ..dump.addrspace import AddressSpace
+from ..runtime.profiles import formats_dir
+from ..dump import Dump, Module
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .addrspace import AddressSpace
-from .findings import FindingKind, Findings
-from .gcheap import Segment
-from .methodtable import MethodTable, MethodTables
+from ..dump.addrspace import AddressSpace
+from ..findings import FindingKind, Findings
+from .segments import Segment
+from ..runtime.methodtable import MethodTable, MethodTables
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-from .. import embedded
+from . import embedded
 from ..errors import LiveRuntimeUnavailable
-from .harness import Check, LiveReport
+from .report import Check, LiveReport
 
 
 def write_dump(path: str, flavor: str) -> None:
@@ -24,7 +24,7 @@ def write_dump(path: str, flavor: str) -> None:
 
 
 def check_capture(report: LiveReport, path: str, reference_mt: int) -> None:
-    from ..analysis import open_analysis
+    from ..session import open_analysis
 
     flavor = report.runtime.flavor
     write_dump(path, flavor)

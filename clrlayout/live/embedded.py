@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from .errors import LiveRuntimeUnavailable
+from ..errors import LiveRuntimeUnavailable
 
 RUNTIME_VERSION = "3.1.23"
 INSTALL_HINT = "install it with: pip install 'clrlayout[live]' (it brings dotnetcore2==3.1.23, pythonnet)"

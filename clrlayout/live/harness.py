@@ -11,98 +11,19 @@ after it, the padding bytes, and the header word against the state the harness p
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
-from ..addrspace import AddressSpace
+from ..dump.addrspace import AddressSpace
 from ..findings import Findings
-from ..header import decode_header
-from ..layout import string_layout
-from ..methodtable import MethodTables
-from ..profiles import Profile, load_profile, select_profile
-from ..strings import StringObject, object_span, read_string
+from ..objects.header import decode_header
+from ..objects.layout import string_layout
+from ..runtime.methodtable import MethodTables
+from ..runtime.profiles import Profile, load_profile, select_profile
+from ..objects.strings import StringObject, object_span, read_string
 from .host import LiveRuntime, load
+from .report import CaseResult, CaseSpec, Check, LiveReport
 
 LARGE_LENGTH = 50_000  # 100,022+ bytes: the large object heap on CoreCLR, the LOS on Mono
 FOLLOWER = [0x7A]  # the string allocated right after each case ("z")
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    expected: object = None
-    actual: object = None
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, "ok": self.ok, "expected": _plain(self.expected), "actual": _plain(self.actual)}
-
-
-def _plain(v):
-    return v if isinstance(v, (int, str, bool, type(None))) else str(v)
-
-
-@dataclass
-class CaseSpec:
-    name: str
-    units: list
-    header: str = "none"  # none | thin_lock | nested_lock | hash | hash_then_lock | released
-    kind: str = "fresh"  # fresh | empty | interned
-    large: bool = False
-    expected_hash: int | None = None  # what RuntimeHelpers.GetHashCode returned
-
-
-@dataclass
-class CaseResult:
-    spec: CaseSpec
-    address: int
-    string: StringObject | None = None
-    checks: list = field(default_factory=list)
-
-    @property
-    def failures(self) -> list:
-        return [c for c in self.checks if not c.ok]
-
-    def as_dict(self, profile: Profile) -> dict:
-        s = self.string
-        return {
-            "name": self.spec.name, "address": f"{self.address:#x}", "length": len(self.spec.units),
-            "size": s.size if s else None, "aligned_size": s.aligned_size if s else None,
-            "header": s.header if s else None,
-            "header_state": s.header_state(profile).describe() if s else None,
-            "checks": [c.as_dict() for c in self.checks],
-        }
-
-
-@dataclass
-class LiveReport:
-    runtime: LiveRuntime
-    profile: Profile
-    runtime_checks: list
-    cases: list
-    capture: str | None = None
-
-    @property
-    def all_checks(self) -> list:
-        return self.runtime_checks + [c for case in self.cases for c in case.checks]
-
-    @property
-    def checks(self) -> int:
-        return len(self.all_checks)
-
-    @property
-    def failures(self) -> int:
-        return sum(1 for c in self.all_checks if not c.ok)
-
-    def as_dict(self) -> dict:
-        return {
-            "runtime": self.runtime.as_dict(),
-            "profile": self.profile.name,
-            "checks": self.checks,
-            "failures": self.failures,
-            "runtime_checks": [c.as_dict() for c in self.runtime_checks],
-            "cases": [c.as_dict(self.profile) for c in self.cases],
-            "capture": self.capture,
-        }
 
 
 # --- reading this process's memory ------------------------------------------------------------------

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import embedded
+from . import embedded
 from ..errors import LiveRuntimeUnavailable
 
 MONO_LIBRARIES = [

@@ -11,7 +11,7 @@ import os
 import struct
 import tempfile
 
-from ..readers.minidump import (MINIDUMP_DIRECTORY, MINIDUMP_HEADER, MINIDUMP_MEMORY64_LIST_HEADER,
+from ..dump.minidump import (MINIDUMP_DIRECTORY, MINIDUMP_HEADER, MINIDUMP_MEMORY64_LIST_HEADER,
                                 MINIDUMP_MEMORY_DESCRIPTOR64, MINIDUMP_MODULE, MODULE_LIST, MEMORY64_LIST,
                                 MISC_INFO, SYSTEM_INFO)
 

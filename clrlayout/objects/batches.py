@@ -10,9 +10,9 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .profiles import Profile
+from ..runtime.profiles import Profile
 from .strings import StringObject
-from .structs import decode_utf16
+from ..runtime.structs import decode_utf16
 
 U64_MASK = (1 << 64) - 1
 
@@ -192,8 +192,8 @@ def batch_from_window(win, string_mt: int, profile: Profile, space, findings=Non
 def batch_from_addresses(space, profile: Profile, method_table: int, addresses, large, findings=None) -> StringBatch | None:
     """A batch of the strings at ``addresses`` (the object scan's results): one read per string, then the
     fields for the whole batch with numpy.  A string that cannot be read is a finding, as in read_strings."""
-    from .errors import AddressError, LimitExceeded
-    from .findings import FindingKind
+    from ..errors import AddressError, LimitExceeded
+    from ..findings import FindingKind
 
     o, s = profile.object, profile.string
     parts, offsets, kept, lengths, flags = [], [], [], [], []

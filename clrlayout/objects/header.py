@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .profiles import HeaderSpec
+from ..runtime.profiles import HeaderSpec
 
 # String high-char states in bits 31:30 (object.h STRING_STATE_*), on runtimes that keep them
 STRING_STATES = {0: "undetermined", 1: "high chars", 2: "no high chars", 3: "special sort"}

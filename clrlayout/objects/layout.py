@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .profiles import Profile
+from ..runtime.profiles import Profile
 from .strings import StringObject
 
 

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 from construct import ConstructError
 
-from .addrspace import AddressSpace
-from .errors import DecodeError
-from .findings import FindingKind, Findings
+from ..dump.addrspace import AddressSpace
+from ..errors import DecodeError
+from ..findings import FindingKind, Findings
 from .header import HeaderState, decode_header
-from .profiles import Profile
-from .structs import ClrStructs
+from ..runtime.profiles import Profile
+from ..runtime.structs import ClrStructs
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def read_string(space: AddressSpace, profile: Profile, address: int, large: bool
 def read_strings(space: AddressSpace, profile: Profile, addresses, large, findings: Findings | None = None) -> list:
     """The strings at ``addresses`` that can be read; each one that cannot is a finding, not an error
     (a partial or damaged dump still gives everything else)."""
-    from .errors import AddressError, DecodeError, LimitExceeded
+    from ..errors import AddressError, DecodeError, LimitExceeded
 
     out = []
     for address in addresses:

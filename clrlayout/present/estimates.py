@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..layout import ObjectLayout
+from ..objects.layout import ObjectLayout
 from .text import layout_table, table
 
 FIELD_ROWS = [("header-padding", "header padding"), ("sync-block", "sync block word"), ("method-table", "MethodTable*"),

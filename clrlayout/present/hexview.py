@@ -3,7 +3,7 @@ and under each line a row of two-letter field marks (legend printed once)."""
 
 from __future__ import annotations
 
-from ..layout import ObjectLayout
+from ..objects.layout import ObjectLayout
 
 MARKS = {
     "header-padding": "pp",

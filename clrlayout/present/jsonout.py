@@ -10,9 +10,9 @@ import json
 import re
 from json.encoder import encode_basestring  # the C encoder json.dumps uses for a str
 
-from ..batches import CHUNK  # lines made at once: a chunk's pieces and lines stay in the CPU cache
-from ..strings import StringObject
-from ..structs import decode_utf16
+from ..objects.batches import CHUNK  # lines made at once: a chunk's pieces and lines stay in the CPU cache
+from ..objects.strings import StringObject
+from ..runtime.structs import decode_utf16
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..layout import ObjectLayout, quote
-from ..strings import StringObject
+from ..objects.layout import ObjectLayout, quote
+from ..objects.strings import StringObject
 
 
 def table(headers: list[str], rows: list[list], align: str | None = None, indent: str = "") -> list[str]:

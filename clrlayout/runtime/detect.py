@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import RuntimeNotFound
+from ..errors import RuntimeNotFound
 from .profiles import Profile, parse_version, select_profile
-from .readers import Dump, Module
+from ..dump import Dump, Module
 
 # module file name -> flavor (case-insensitive)
 RUNTIME_MODULES = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from construct import ConstructError
 
-from .addrspace import AddressSpace
+from ..dump.addrspace import AddressSpace
 from .profiles import Profile
 from .structs import ClrStructs
 

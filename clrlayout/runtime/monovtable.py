@@ -5,7 +5,7 @@ interface of :class:`~clrlayout.methodtable.MethodTables` for them: a vtable is 
 
 from __future__ import annotations
 
-from .addrspace import AddressSpace
+from ..dump.addrspace import AddressSpace
 from .methodtable import MethodTable
 from .profiles import Profile
 

@@ -20,7 +20,7 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from .errors import InvalidProfile, NoMatchingProfile
+from ..errors import InvalidProfile, NoMatchingProfile
 
 # --- where the data lives ---------------------------------------------------------------------------
 
@@ -30,7 +30,7 @@ def formats_dir() -> Path:
     env = os.environ.get("CLRLAYOUT_FORMATS")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the clrlayout package
     packaged = here / "_formats"
     if packaged.is_dir():
         return packaged

@@ -13,12 +13,12 @@ import os
 import tempfile
 from dataclasses import dataclass, replace
 
-from . import __version__
-from .analysis import open_analysis
-from .errors import OutputError
-from .limits import DEFAULT_LIMITS, Limits
+from .. import __version__
+from ..session import open_analysis
+from ..errors import OutputError
+from ..limits import DEFAULT_LIMITS, Limits
+from .ranges import PAGE, merge
 
-PAGE = 4096
 
 
 @dataclass
@@ -29,16 +29,6 @@ class TrimResult:
     total_memory: int
     ranges: int
     strings: int
-
-
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return [(lo, hi) for lo, hi in out]
 
 
 def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
@@ -59,35 +49,24 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
             count += 1
         # the heap segments' headers (read by find_gc_heap before recording started)
         if a.heap.dac_vars is not None:
-            from .gcheap import find_gc_heap
+            from ..heap.segments import find_gc_heap
 
             find_gc_heap(a.dump, a.runtime.module, limits)
         space.stop_recording()
         ranges = [(lo - lo % PAGE, hi + (-hi) % PAGE) for lo, hi in log.ranges]
-        return _merge(ranges), count
-
-
-def _clip(ranges, space) -> list[tuple[int, int, int]]:
-    """(start, size, file offset) pieces of ``ranges`` that are in the dump."""
-    pieces = []
-    for lo, hi in ranges:
-        for r in space.iter_regions():
-            a, b = max(lo, r.start), min(hi, r.end)
-            if a < b:
-                pieces.append((a, b - a, r.offset + (a - r.start)))
-    return pieces
+        return merge(ranges), count
 
 
 def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
          limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None) -> TrimResult:
     ranges, count = needed_ranges(path, mt, profile, limits, max_strings)
-    from .readers import open_dump
+    from ..dump import open_dump
 
     with open_dump(path, limits) as dump:
         if dump.format == "minidump":
-            from .trim_minidump import write_minidump as writer
+            from .minidump import write_minidump as writer
         else:
-            from .trim_elf import write_elf_core as writer
+            from .elf import write_elf_core as writer
         directory = os.path.dirname(os.path.abspath(out)) or "."
         try:
             fd, tmp = tempfile.mkstemp(prefix=".clrlayout-trim-", dir=directory)
@@ -108,13 +87,3 @@ def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
                 os.unlink(tmp)
         return TrimResult(os.path.getsize(path), os.path.getsize(out), kept, dump.memory.total_bytes,
                           len(ranges), count)
-
-
-def copy_range(dump, f, start: int, size: int) -> None:
-    """Copy target memory [start, start+size) from the dump into ``f`` in bounded chunks."""
-    pos = start
-    end = start + size
-    while pos < end:
-        n = min(end - pos, 8 * 1024 * 1024)
-        f.write(dump.memory.read(pos, n))
-        pos += n

@@ -10,7 +10,7 @@ from __future__ import annotations
 from elftools.construct.lib import Container
 from elftools.elf.structs import ELFStructs
 
-from .trim import copy_range
+from .ranges import copy_range
 
 
 def _split(seg: dict, kept: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:

@@ -6,8 +6,8 @@ import io
 
 from construct import Array, ConstructError
 
-from .errors import MalformedDump
-from .readers.minidump import (
+from ..errors import MalformedDump
+from ..dump.minidump import (
     COMMENT_A,
     MEMORY64_LIST,
     MINIDUMP_DIRECTORY,
@@ -23,7 +23,7 @@ from .readers.minidump import (
     THREAD_LIST,
     THREAD_SIZE,
 )
-from .trim import _clip, _merge, copy_range
+from .ranges import clip, copy_range, merge
 
 # streams copied byte for byte (they hold no RVAs): MiscInfo, MemoryInfoList, ThreadInfoList
 VERBATIM = {MISC_INFO, 16, 17}
@@ -86,7 +86,7 @@ def write_minidump(dump, ranges, f, comment: str) -> int:
             raise MalformedDump(f"bad ThreadList: {e}", source.path) from e
     stacks = [(t.Stack.StartOfMemoryRange, t.Stack.StartOfMemoryRange + t.Stack.Memory.DataSize)
               for t in threads if t.Stack.Memory.DataSize]
-    pieces = _clip(_merge(list(ranges) + stacks), dump.memory)
+    pieces = clip(merge(list(ranges) + stacks), dump.memory)
 
     kinds = [k for k in (SYSTEM_INFO, MISC_INFO, MODULE_LIST, THREAD_LIST, 16, 17) if k in entries]
     n_streams = len(kinds) + 2  # + CommentStreamA + Memory64List

@@ -1,0 +1,37 @@
+"""Address ranges a trimmed dump keeps: merged, clipped to what the dump holds, copied out in bounded
+chunks (shared by the ELF and minidump writers)."""
+
+from __future__ import annotations
+
+PAGE = 4096
+
+
+def merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+def clip(ranges, space) -> list[tuple[int, int, int]]:
+    """(start, size, file offset) pieces of ``ranges`` that are in the dump."""
+    pieces = []
+    for lo, hi in ranges:
+        for r in space.iter_regions():
+            a, b = max(lo, r.start), min(hi, r.end)
+            if a < b:
+                pieces.append((a, b - a, r.offset + (a - r.start)))
+    return pieces
+
+
+def copy_range(dump, f, start: int, size: int) -> None:
+    """Copy target memory [start, start+size) from the dump into ``f`` in bounded chunks."""
+    pos = start
+    end = start + size
+    while pos < end:
+        n = min(end - pos, 8 * 1024 * 1024)
+        f.write(dump.memory.read(pos, n))
+        pos += n
