@@ -98,9 +98,9 @@ def scan_options(f):
 
 
 def _open(file, mt, profile, heap):
-    from .session import open_analysis
+    from .session import open_session
 
-    return open_analysis(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env())
+    return open_session(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env())
 
 
 def make_filter(min_length, max_length, contains, regex, address_range):
@@ -157,7 +157,7 @@ def info(file, fmt, mt, profile, heap, quiet):
     from .present import info as present
 
     with _open(file, mt, profile, heap) as a:
-        data = present.info_dict(a)
+        data = a.info
         if fmt == "json":
             from .present.jsonout import dumps
 

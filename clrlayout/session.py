@@ -1,53 +1,123 @@
-"""One analysis of a dump: reader, runtime, profile, GC heap, MethodTables, and the strings in it.
+"""The front door: one open dump with its runtime, layout profile, GC heap and MethodTables.
 
-This is the library's front door; the CLI commands are thin layers over it.
+``clrlayout.open(path)`` returns a :class:`Session`; the CLI commands are thin layers over it::
+
+    with clrlayout.open("app.core") as s:
+        print(s.info["runtime"]["version"])
+        for string in s.strings():
+            print(hex(string.address), string.value)
+
+Everything below it (``dump``, ``runtime``, ``heap``, ``objects``, ``analyses``) can be used on its own; the
+session only wires the layers together and remembers what it found (the String MethodTable, the
+findings of its walks, the warnings that qualify every answer).
 """
 
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 
-from .errors import HeapNotFound, TypeNotFound
+from .dump import Dump, open_dump
+from .errors import ClrLayoutError, HeapNotFound, TypeNotFound
 from .findings import FindingKind, Findings
+from .heap.scan import iter_string_addresses, learn_string_method_table
 from .heap.segments import GcHeap, find_gc_heap
 from .heap.walk import HeapObject, HeapWalker
 from .limits import DEFAULT_LIMITS, Limits
+from .objects.strings import StringObject, read_strings
+from .runtime.detect import RuntimeInfo, detect_runtime, profile_for
 from .runtime.methodtable import MethodTables
 from .runtime.monovtable import MonoVTables
-from .heap.scan import iter_string_addresses, learn_string_method_table
 from .runtime.profiles import Profile, load_profile
-from .dump import Dump, open_dump
-from .runtime.detect import RuntimeInfo, detect_runtime, profile_for
-from .objects.strings import StringObject, read_strings
+
+__all__ = ["Session", "open_session"]
 
 STRING_TYPE = "System.String"
+FREE_TYPE = "Free"
 
 
 @dataclass
-class Analysis:
+class Session:
+    """An open dump and what was found in it.  Use as a context manager (it holds the file open)."""
+
     dump: Dump
     runtime: RuntimeInfo
     profile: Profile
     heap: GcHeap
     mts: MethodTables
+    #: heap anomalies found by the walks of this session (counted; the first ``max_findings`` kept)
     findings: Findings
+    #: what qualifies every answer of this session (a heuristic scan, missing memory, ...)
     warnings: list = field(default_factory=list)
     #: set by --mt: the user's MethodTable, trusted if it has a string's shape
     mt_override: int | None = None
+    _info: dict | None = field(default=None, repr=False)
 
     def close(self) -> None:
         self.dump.close()
 
-    def __enter__(self) -> "Analysis":
+    def __enter__(self) -> "Session":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # --- what the dump holds ----------------------------------------------------------------------
+
+    @property
+    def info(self) -> dict:
+        """What ``clrlayout info`` shows, as data: format, OS, arch, process, runtime, profile, memory, GC heap,
+        String MethodTable and warnings (``info --format json`` prints exactly this)."""
+        if self._info is None:
+            self._info = self._make_info()
+        return self._info
+
+    def _make_info(self) -> dict:
+        d = self.dump
+        rt, heap = self.runtime, self.heap
+        data = {
+            "path": d.path,
+            "format": d.format,
+            "os": d.os,
+            "os_version": d.os_version,
+            "arch": d.arch,
+            "pointer_size": d.pointer_size,
+            "process": {"pid": d.pid, "name": d.process_name, "threads": d.threads},
+            "runtime": {
+                "flavor": rt.flavor,
+                "version": rt.version,
+                "version_source": rt.version_source,
+                "module": None if rt.module is None else {
+                    "path": rt.module.path, "base": f"{rt.module.base:#x}", "size": rt.module.size},
+            },
+            "profile": {"name": self.profile.name, "overrides": list(self.profile.applied_overrides),
+                        "string_base_size": self.profile.string.base_size},
+            "memory": {"ranges": len(d.memory.regions), "bytes": d.memory.total_bytes},
+            "gc_heap": {
+                "method": heap.method,
+                "exact": heap.exact,
+                "gc_mode": heap.gc_mode,
+                "gc_dac_vars": None if heap.dac_vars is None else {
+                    "address": f"{heap.dac_vars.address:#x}",
+                    "version": f"{heap.dac_vars.major}.{heap.dac_vars.minor}",
+                    "generation_size": heap.dac_vars.generation_size},
+                "segments": [{"kind": s.kind, "start": f"{s.start:#x}", "end": f"{s.end:#x}", "size": s.size,
+                              "ephemeral": s.ephemeral} for s in heap.segments],
+            },
+        }
+        try:
+            mt = self.string_method_table()
+            m = self.mts.get(mt)
+            data["string_method_table"] = f"{mt:#x}"
+            data["string_method_table_base_size"] = m.base_size if m else None
+        except ClrLayoutError as e:
+            data["string_method_table"] = None
+            self.warnings.append(str(e))
+        data["warnings"] = list(self.warnings)
+        return data
 
     # --- the String MethodTable -------------------------------------------------------------------
 
@@ -78,8 +148,8 @@ class Analysis:
         if self.heap.exact:
             walker = HeapWalker(self.dump.memory, self.mts, Findings(0))
             for obj in walker.iter_objects(self.heap.segments):
-                if obj.method_table.kind == "string":
-                    self.mts.string_mt = obj.method_table.address
+                if obj.type.kind == "string":
+                    self.mts.string_mt = obj.method_table
                     return self.mts.string_mt
         else:
             found = learn_string_method_table(self.dump, self.mts)
@@ -100,10 +170,59 @@ class Analysis:
         return (f"no System.String MethodTable found in {self.dump.path} "
                 f"(profile {p.label}; give one with --mt if you know it)")
 
+    def type_name(self, method_table: int) -> str | None:
+        """The name of the type of a MethodTable, where this session knows it (None: not known)."""
+        if method_table == self.mts.string_mt:
+            return STRING_TYPE
+        mt = self.mts.get(method_table)
+        if mt is not None and mt.kind == "free":
+            return FREE_TYPE
+        return None
+
     # --- enumeration ------------------------------------------------------------------------------
 
+    def strings(self, selected=None) -> Iterator[StringObject]:
+        """Every System.String of the heap, in heap order, each with ``address``, ``method_table``,
+        ``length``, ``value``, ``size`` (SOS size), ``aligned_size`` and ``header`` (the sync block word).
+
+        ``selected``: an :class:`~clrlayout.analyses.filters.StringFilter` (None: every string)."""
+        for batch in self.iter_batches():
+            if selected is not None:
+                batch = selected.apply(batch)
+            yield from batch.objects()
+
+    def objects(self) -> Iterator[HeapObject]:
+        """Every object of the GC heap but free objects, in heap order, each with ``address``,
+        ``method_table``, ``size`` (SOS size), ``aligned_size``, ``count`` and ``type_name``.
+
+        Needs the exact heap walk (:class:`~clrlayout.errors.HeapNotFound` otherwise: a scan finds
+        strings, not every object)."""
+        if not self.heap.exact:
+            raise HeapNotFound(f"{self.dump.path}: objects cannot be listed without an exact heap walk ("
+                               + "; ".join(self.heap.warnings[-1:]) + ")")
+        self.string_method_table()
+        names: dict[int, str | None] = {}
+        known = self.mts.get
+        for win in self.heap_steps().windows():
+            for off, mt, count, aligned in zip(win.offsets.tolist(), win.method_tables.tolist(),
+                                               win.counts.tolist(), win.aligned.tolist()):
+                t = known(mt)
+                if t.kind == "free":
+                    continue
+                if mt not in names:
+                    names[mt] = self.type_name(mt)
+                yield HeapObject(win.base + off, mt, t.object_size(count), aligned, count, t, win.segment,
+                                 names[mt])
+
+    def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
+        """Every System.String of the heap, in address order within each segment (values only with
+        ``decode``)."""
+        for batch in self.iter_batches():
+            yield from batch.objects(decode)
+
     def iter_objects(self) -> Iterator[HeapObject]:
-        """Every object of the exact heap walk (empty in object-scan mode)."""
+        """Every object of the exact heap walk, free objects included, from the per-object reference
+        walker (empty in object-scan mode)."""
         if not self.heap.exact:
             return iter(())
         return HeapWalker(self.dump.memory, self.mts, self.findings).iter_objects(self.heap.segments)
@@ -128,7 +247,7 @@ class Analysis:
 
     def heap_steps(self, progress=None):
         """The vectorised walk of the exact heap as steps from cursor to cursor, a window each
-        (``fastwalk.HeapSteps``); two processes can walk its windows side by side (``parallel.py``)."""
+        (``heap.fastwalk.HeapSteps``); two processes can walk its windows side by side (``parallel.py``)."""
         from .heap.fastwalk import FastWalker, HeapSteps
 
         self.string_method_table()
@@ -142,12 +261,6 @@ class Analysis:
                                        self.findings):
             _string_findings(self.findings, batch)
             yield batch
-
-    def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
-        """Every System.String of the heap, in address order within each segment."""
-        for batch in self.iter_batches():
-            yield from batch.objects(decode)
-
 
 
 BATCH = 65536
@@ -165,30 +278,30 @@ def _string_findings(findings: Findings, batch) -> None:
                          f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
 
 
-def _reference_batches(analysis: "Analysis"):
-    """Batches from the per-object reference walker (heap.py) instead of the vectorised one."""
+def _reference_batches(session: Session):
+    """Batches from the per-object reference walker (heap/walk.py) instead of the vectorised one."""
     from .objects.batches import batch_from_objects
 
-    string_mt = analysis.string_method_table()
+    string_mt = session.string_method_table()
     chunk = []
-    for obj in analysis.iter_objects():
-        if obj.method_table.address == string_mt:
-            chunk += read_strings(analysis.dump.memory, analysis.profile, [obj.address], obj.segment.large,
-                                  analysis.findings)
+    for obj in session.iter_objects():
+        if obj.method_table == string_mt:
+            chunk += read_strings(session.dump.memory, session.profile, [obj.address], obj.segment.large,
+                                  session.findings)
             if len(chunk) >= BATCH:
-                yield batch_from_objects(analysis.profile, chunk)
+                yield batch_from_objects(session.profile, chunk)
                 chunk = []
     if chunk:
-        yield batch_from_objects(analysis.profile, chunk)
+        yield batch_from_objects(session.profile, chunk)
 
 
-def _scan_batches(analysis: "Analysis"):
+def _scan_batches(session: Session):
     """Batches from the checked object scan (one read per string, fields decoded per batch)."""
     from .objects.batches import batch_from_addresses
 
-    string_mt = analysis.string_method_table()
-    space = analysis.dump.memory
-    profile = analysis.profile
+    string_mt = session.string_method_table()
+    space = session.dump.memory
+    profile = session.profile
     threshold = profile.object.large_object_threshold
     base, comp = profile.string.base_size, profile.string.component_size
 
@@ -199,12 +312,12 @@ def _scan_batches(analysis: "Analysis"):
     chunk = []
 
     def flush():
-        batch = batch_from_addresses(space, profile, string_mt, chunk, large, analysis.findings)
+        batch = batch_from_addresses(space, profile, string_mt, chunk, large, session.findings)
         if batch is not None:
-            _string_findings(analysis.findings, batch)
+            _string_findings(session.findings, batch)
         return batch
 
-    for address in iter_string_addresses(analysis.dump, analysis.mts, string_mt, analysis.findings):
+    for address in iter_string_addresses(session.dump, session.mts, string_mt, session.findings):
         chunk.append(address)
         if len(chunk) >= BATCH:
             batch = flush()
@@ -217,14 +330,20 @@ def _scan_batches(analysis: "Analysis"):
             yield batch
 
 
-def open_analysis(path, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",
-                  limits: Limits = DEFAULT_LIMITS) -> Analysis:
-    """Open a dump and find its runtime, profile and GC heap.
+def open_session(path, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",
+                 limits: Limits = DEFAULT_LIMITS) -> Session:
+    """Open a dump and find its runtime, layout profile and GC heap.
 
+    ``path``: a minidump or ELF core (or an already opened :class:`~clrlayout.dump.Dump`).
+    ``mt``: the System.String MethodTable, if it cannot be found (Mono).
+    ``profile``: a layout profile ``NAME[@VERSION]`` to use instead of the one the runtime selects.
     ``heap``: "auto" walks the heap exactly when its bounds are found and scans otherwise; "scan" always
     uses the checked object scan; "walk" fails unless the exact walk is possible.
+    ``limits``: the :class:`~clrlayout.limits.Limits` on everything the dump controls.
+
+    Raises only :class:`~clrlayout.errors.ClrLayoutError` subclasses, each with its exit code.
     """
-    dump = path if isinstance(path, Dump) else open_dump(path, limits)
+    dump = path if isinstance(path, Dump) else open_dump(os.fspath(path), limits)
     path = dump.path
     try:
         warnings = list(dump.warnings)
@@ -248,7 +367,7 @@ def open_analysis(path, *, mt: int | None = None, profile: str | None = None, he
         warnings += gc.warnings
         mts = MethodTables(dump.memory, prof, limits) if prof.method_table is not None \
             else MonoVTables(dump.memory, prof, limits)
-        return Analysis(dump, runtime, prof, gc, mts, Findings(limits.max_findings), warnings, mt_override=mt)
+        return Session(dump, runtime, prof, gc, mts, Findings(limits.max_findings), warnings, mt_override=mt)
     except BaseException:
         dump.close()
         raise

@@ -27,13 +27,12 @@ import atheris
 
 with atheris.instrument_imports():
     from clrlayout.dump.addrspace import AddressSpace, BytesSource
-    from clrlayout.session import open_analysis
+    from clrlayout.session import open_session
     from clrlayout.errors import ClrLayoutError
     from clrlayout.objects.header import decode_header
     from clrlayout.objects.layout import string_layout
     from clrlayout.limits import DEFAULT_LIMITS, MiB
     from clrlayout.present.hexview import hex_dump
-    from clrlayout.present.info import info_dict
     from clrlayout.present.jsonout import batch_lines
     from clrlayout.runtime.profiles import list_profiles, load_profile
     from clrlayout.heap.segments import find_gc_heap
@@ -50,8 +49,8 @@ MAX_STRINGS = 2000
 def fuzz_dump(data: bytes) -> None:
     try:
         dump = open_source(BytesSource(data), "<fuzz>", LIMITS)
-        with open_analysis(dump, limits=LIMITS) as a:
-            info_dict(a)
+        with open_session(dump, limits=LIMITS) as a:
+            a.info
             stats = StatsCollector(a.profile)
             dups = DuplicateCollector(a.profile, a.dump.memory)
             seen = 0

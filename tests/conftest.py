@@ -80,3 +80,22 @@ def golden() -> dict:
 
 def units_to_str(units: list[int]) -> str:
     return b"".join(u.to_bytes(2, "little") for u in units).decode("utf-16-le", "surrogatepass")
+
+
+# --- fresh dumps of real processes, and the runtime's DAC (tests/fresh.py, tests/dac_oracle.py) ----------
+
+
+@pytest.fixture(scope="session")
+def target_build(tmp_path_factory) -> Path:
+    """The project's target programs, compiled once (Mono's C# compiler, mcs)."""
+    from fresh import build_targets
+
+    return build_targets(tmp_path_factory.mktemp("targets"))
+
+
+@pytest.fixture(scope="session", params=["workstation", "server"])
+def fresh_core(request, target_build, tmp_path_factory):
+    """An untrimmed createdump core of the strings target on CoreCLR 3.1.23, under each GC."""
+    from fresh import coreclr31_core
+
+    return coreclr31_core(target_build, tmp_path_factory.mktemp("core"), request.param == "server")

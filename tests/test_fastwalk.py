@@ -11,7 +11,7 @@ import pytest
 from synth import SynthHeap, string_span
 from test_synthetic import PROFILES
 
-from clrlayout.session import open_analysis
+from clrlayout.session import open_session
 from clrlayout.heap.fastwalk import FastWalker
 from clrlayout.findings import Findings
 from clrlayout.heap.walk import HeapWalker
@@ -26,7 +26,7 @@ def fast_objects(space, mts, segments, findings=None):
 
 
 def ref_objects(space, mts, segments, findings=None):
-    return [(o.address, o.method_table.address, o.aligned_size)
+    return [(o.address, o.method_table, o.aligned_size)
             for o in HeapWalker(space, mts, findings).iter_objects(segments)]
 
 
@@ -34,9 +34,9 @@ def ref_objects(space, mts, segments, findings=None):
 @pytest.mark.parametrize("state", ["fresh", "string-mt-known", "all-known"])
 def test_same_objects_as_the_reference(sample, window, state):
     limits = dataclasses.replace(DEFAULT_LIMITS, scan_window=window)
-    with open_analysis(str(sample.path), limits=limits) as ref:
+    with open_session(str(sample.path), limits=limits) as ref:
         want = ref_objects(ref.dump.memory, ref.mts, ref.heap.segments)
-    with open_analysis(str(sample.path), limits=limits) as a:
+    with open_session(str(sample.path), limits=limits) as a:
         if state != "fresh":
             a.string_method_table()
         if state == "all-known":

@@ -11,7 +11,7 @@ import pytest
 from conftest import SAMPLES, manifest
 from synth import SynthHeap
 
-from clrlayout.session import open_analysis
+from clrlayout.session import open_session
 from clrlayout.objects.batches import batch_from_window
 from clrlayout.heap.fastwalk import FastWalker
 from clrlayout.findings import Findings
@@ -28,7 +28,7 @@ def slow_lines(batch) -> bytes:
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
 def test_fast_lines_equal_plain_lines_on_samples(sample, monkeypatch):
     monkeypatch.setattr(jsonout, "CHUNK", 5)
-    with open_analysis(str(SAMPLES / sample)) as a:
+    with open_session(str(SAMPLES / sample)) as a:
         batches = list(a.iter_batches())
     assert sum(len(b) for b in batches) > 30
     for batch in batches:

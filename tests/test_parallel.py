@@ -15,7 +15,7 @@ from conftest import SAMPLES, manifest
 from synth import SynthHeap
 from synth_dump import build_minidump
 
-from clrlayout.session import open_analysis
+from clrlayout.session import open_session
 from clrlayout.limits import limits_from_env
 from clrlayout.runtime.profiles import select_profile
 
@@ -32,7 +32,7 @@ def run(args, jobs, extra_env=None, code=None):
 def steps(path) -> int:
     os.environ["CLRLAYOUT_LIMITS"] = SMALL_WINDOWS
     try:
-        with open_analysis(str(path), limits=limits_from_env()) as a:
+        with open_session(str(path), limits=limits_from_env()) as a:
             s = a.heap_steps()
             cursor, n = s.first(), 0
             while cursor is not None:
@@ -47,7 +47,7 @@ def windows(path) -> int:
     """How many windows of the heap hold dump memory (the plan the two processes share)."""
     os.environ["CLRLAYOUT_LIMITS"] = SMALL_WINDOWS
     try:
-        with open_analysis(str(path), limits=limits_from_env()) as a:
+        with open_session(str(path), limits=limits_from_env()) as a:
             return len(list(a.heap_steps().plan()))
     finally:
         del os.environ["CLRLAYOUT_LIMITS"]
@@ -180,7 +180,7 @@ def test_guesses_on_real_heaps(sample):
     that is wrong costs a second walk, not exactness); the plan lists every window the real walk enters."""
     os.environ["CLRLAYOUT_LIMITS"] = SMALL_WINDOWS
     try:
-        with open_analysis(str(SAMPLES / sample), limits=limits_from_env()) as a:
+        with open_session(str(SAMPLES / sample), limits=limits_from_env()) as a:
             s = a.heap_steps()
             entered = {}
             cursor = s.first()
@@ -248,7 +248,7 @@ def test_progress_counts_the_heap_once(sample):
     try:
         totals = []
         for share in (False, True):
-            with open_analysis(str(SAMPLES / sample), limits=limits_from_env()) as a:
+            with open_session(str(SAMPLES / sample), limits=limits_from_env()) as a:
                 seen = []
                 parallel.run_steps(a, lambda win: parallel.StepOutput(count=len(win.offsets)), share=share,
                                    progress=seen.append)

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import units_to_str
 
-from clrlayout.session import open_analysis
+from clrlayout.session import open_session
 from clrlayout.objects.header import decode_header
 from clrlayout.objects.layout import string_layout
 from clrlayout.heap.scan import iter_string_addresses
@@ -20,7 +20,7 @@ from clrlayout.objects.strings import object_span
 
 @pytest.fixture
 def analysis(sample):
-    with open_analysis(str(sample.path)) as a:
+    with open_session(str(sample.path)) as a:
         yield a
 
 
@@ -183,7 +183,7 @@ def test_fallback_scan_agrees_with_the_exact_walk(analysis, sample):
     """Without heap bounds (--heap scan), the checked scan finds every string and at most a couple of
     look-alikes, each inside a real object (a MethodTable value held as data)."""
     exact = {s.address: s for s in analysis.iter_strings()}
-    with open_analysis(str(sample.path), heap="scan") as scan:
+    with open_session(str(sample.path), heap="scan") as scan:
         assert not scan.heap.exact
         scanned = {s.address: s for s in scan.iter_strings()}
     assert set(exact) <= set(scanned)

@@ -79,7 +79,7 @@ def test_walk_finds_every_object_and_only_strings_are_strings(profile):
     expected.append(h.add_string("after gap"))
     objs, mts, findings, space = walk(h)
     assert [o.address for o in objs] == [a for a in expected]
-    kinds = [o.method_table.kind for o in objs]
+    kinds = [o.type.kind for o in objs]
     assert kinds == ["string", "class", "string", "free", "string", "string"]
     assert findings.count == 0
     s = read_string(space, profile, expected[4])
@@ -98,7 +98,7 @@ def test_stale_string_inside_free_object_is_not_an_object(profile):
     h.heap[inner : inner + len(stale)] = stale
     last = h.add_string("live 2")
     objs, mts, findings, _ = walk(h)
-    strings = [o.address for o in objs if o.method_table.kind == "string"]
+    strings = [o.address for o in objs if o.type.kind == "string"]
     assert strings == [first, last]
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from clrlayout.session import open_analysis
+from clrlayout.session import open_session
 
 
 def test_exactly_the_strings_of_the_heap_page(triage_core, triage_truth):
-    with open_analysis(str(triage_core)) as a:
+    with open_session(str(triage_core)) as a:
         assert a.runtime.version.startswith("2.0.0-preview3")
         assert a.profile.string.base_size == 26  # the pre-3.0 layout, chosen by version
         assert not a.heap.exact  # the heap segments are not in a triage dump
@@ -23,7 +23,7 @@ def test_exactly_the_strings_of_the_heap_page(triage_core, triage_truth):
 
 
 def test_sizes_use_the_base_size_of_26(triage_core):
-    with open_analysis(str(triage_core)) as a:
+    with open_session(str(triage_core)) as a:
         for s in a.iter_strings():
             assert s.size == 26 + 2 * s.length
             assert s.aligned_size == (s.size + 7) & ~7

@@ -23,12 +23,20 @@ from ..runtime.methodtable import MethodTable, MethodTables
 
 @dataclass(frozen=True)
 class HeapObject:
-    address: int
-    method_table: MethodTable
-    num_components: int
-    size: int  # BaseSize + ComponentSize * NumComponents (SOS size)
-    aligned_size: int
-    segment: Segment
+    """One object of the GC heap, as ``!dumpheap`` lists it."""
+
+    address: int  #: the object pointer (the address of its MethodTable pointer)
+    method_table: int  #: the MethodTable address, GC bits masked
+    size: int  #: BaseSize + ComponentSize * count: the SOS size, unaligned
+    aligned_size: int  #: the bytes the object takes on the heap
+    count: int  #: NumComponents: characters of a string, elements of an array (0 for other types)
+    type: MethodTable  #: the validated MethodTable record (base size, component size, kind)
+    segment: Segment  #: the heap segment or region that holds it
+    type_name: str | None = None  #: the type's name, where the session knows it
+
+    @property
+    def is_free(self) -> bool:
+        return self.type.kind == "free"
 
 
 class HeapWalker:
@@ -101,7 +109,7 @@ class HeapWalker:
                 self.findings.add(FindingKind.OBJECT_PAST_SEGMENT_END, pos,
                                   f"object of {aligned:,} bytes runs past the segment end {end:#x}")
                 return
-            yield HeapObject(pos, mt, ncomp, size, aligned, seg)
+            yield HeapObject(pos, mt.address, size, aligned, ncomp, mt, seg)
             pos += aligned
 
     def _next_mapped(self, pos: int, end: int) -> int | None:

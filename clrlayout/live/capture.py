@@ -24,11 +24,11 @@ def write_dump(path: str, flavor: str) -> None:
 
 
 def check_capture(report: LiveReport, path: str, reference_mt: int) -> None:
-    from ..session import open_analysis
+    from ..session import open_session
 
     flavor = report.runtime.flavor
     write_dump(path, flavor)
-    with open_analysis(path, mt=reference_mt if flavor == "mono" else None) as a:
+    with open_session(path, mt=reference_mt if flavor == "mono" else None) as a:
         report.runtime_checks.append(Check("capture: String MethodTable found in the dump",
                                            a.string_method_table() == reference_mt, f"{reference_mt:#x}",
                                            f"{a.string_method_table():#x}"))

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, replace
 
 from .. import __version__
-from ..session import open_analysis
+from ..session import open_session
 from ..errors import OutputError
 from ..limits import DEFAULT_LIMITS, Limits
 from .ranges import PAGE, merge
@@ -38,7 +38,7 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
     With ``max_strings``, only what the first N strings need (the rest of the heap is left out)."""
     if max_strings is not None:  # read in small windows, so that stopping early keeps the dump small
         limits = replace(limits, scan_window=min(limits.scan_window, 4096))
-    with open_analysis(path, mt=mt, profile=profile, limits=limits) as a:
+    with open_session(path, mt=mt, profile=profile, limits=limits) as a:
         space = a.dump.memory
         log = space.start_recording()
         a.string_method_table()

@@ -1,0 +1,574 @@
+#!/usr/bin/env python3
+"""The runtime's own DAC as an oracle for the tests: every object of a Linux core's GC heap, as SOS sees it.
+
+    python tests/dac_oracle.py CORE LIBMSCORDACCORE [--names] [--strings] [--fields]
+
+It hosts ``libmscordaccore.so`` (shipped beside each Linux runtime's ``libcoreclr.so``) with ctypes: an
+``ICLRDataTarget`` over the core file (memory from its PT_LOAD segments, image bytes the core left out read
+from the files its NT_FILE note names, as ClrMD and lldb do), then ``IXCLRDataProcess`` ->
+``ISOSDacInterface`` (+ ``ISOSDacInterface8`` for the generation table of .NET 5+).  The heap is listed the
+way ClrMD does it for SOS's ``dumpheap``: the segments or regions of every GC heap from the DAC, each walked
+from its first object to its allocated end (the ephemeral one to the heap's ``alloc_allocated``), every
+object's MethodTable and size from ``GetObjectData``, allocation contexts (every thread's and each heap's
+own) stepped over.  Nothing of clrlayout is used.
+
+It prints one JSON document: the segments, every object ``[address, method_table, size]`` in heap order,
+the String and free MethodTables, and on request the name of every MethodTable (``GetMethodTableName``),
+every string's UTF-16 bytes (``GetObjectStringData``) and every MethodTable's instance fields
+(``GetMethodTableFieldData`` / ``GetFieldDescData``).  Test-time only: never part of the product.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+from bisect import bisect_right
+from ctypes import POINTER, byref, c_int32, c_int16, c_uint16, c_uint32, c_uint64, c_void_p
+
+HRESULT = c_int32
+S_OK = 0
+E_FAIL = -2147467259  # 0x80004005
+E_NOTIMPL = -2147467263  # 0x80004001
+E_NOINTERFACE = -2147467262  # 0x80004002
+IMAGE_FILE_MACHINE_AMD64 = 0x8664
+IMAGE_FILE_MACHINE_I386 = 0x014C
+IMAGE_FILE_MACHINE_ARM64 = 0xAA64
+
+
+class GUID(ctypes.Structure):
+    _fields_ = [("d1", c_uint32), ("d2", c_uint16), ("d3", c_uint16), ("d4", ctypes.c_ubyte * 8)]
+
+    @classmethod
+    def of(cls, text: str) -> "GUID":
+        h = text.replace("-", "")
+        return cls(int(h[0:8], 16), int(h[8:12], 16), int(h[12:16], 16), (ctypes.c_ubyte * 8)(*bytes.fromhex(h[16:])))
+
+    def key(self) -> bytes:
+        return bytes(self)
+
+
+IID_IUnknown = GUID.of("00000000-0000-0000-C000-000000000046")
+IID_ICLRDataTarget = GUID.of("3E11CCEE-D08B-43e5-AF01-32717A64DA03")
+IID_ICLRRuntimeLocator = GUID.of("b760bf44-9377-4597-8be7-58083bdc5146")
+IID_IXCLRDataProcess = GUID.of("5c552ab6-fc09-4cb3-8e36-22fa03c798b7")
+IID_ISOSDacInterface = GUID.of("436f00f2-b42a-4b9f-870c-e73db66ae930")
+IID_ISOSDacInterface8 = GUID.of("c12f35a9-e55c-4520-a894-b3dc5165dfce")
+
+CLRDATA_ADDRESS = c_uint64
+
+
+# --- the structures the DAC fills (dacprivate.h, as ClrMD declares them) ---------------------------------
+
+class GCInfo(ctypes.Structure):
+    _fields_ = [("ServerMode", c_int32), ("GCStructuresValid", c_int32), ("HeapCount", c_int32),
+                ("MaxGeneration", c_int32)]
+
+
+class GenerationData(ctypes.Structure):
+    _fields_ = [("StartSegment", CLRDATA_ADDRESS), ("AllocationStart", CLRDATA_ADDRESS),
+                ("AllocContextPtr", CLRDATA_ADDRESS), ("AllocContextLimit", CLRDATA_ADDRESS)]
+
+
+class HeapDetails(ctypes.Structure):
+    _fields_ = [("Address", CLRDATA_ADDRESS), ("Allocated", CLRDATA_ADDRESS), ("MarkArray", CLRDATA_ADDRESS),
+                ("CurrentGCState", CLRDATA_ADDRESS), ("NextSweepObj", CLRDATA_ADDRESS),
+                ("SavedSweepEphemeralSeg", CLRDATA_ADDRESS), ("SavedSweepEphemeralStart", CLRDATA_ADDRESS),
+                ("BackgroundSavedLowestAddress", CLRDATA_ADDRESS), ("BackgroundSavedHighestAddress", CLRDATA_ADDRESS),
+                ("GenerationTable", GenerationData * 4), ("EphemeralHeapSegment", CLRDATA_ADDRESS),
+                ("FinalizationFillPointers", CLRDATA_ADDRESS * 7), ("LowestAddress", CLRDATA_ADDRESS),
+                ("HighestAddress", CLRDATA_ADDRESS), ("CardTable", CLRDATA_ADDRESS)]
+
+
+class SegmentData(ctypes.Structure):
+    _fields_ = [("Address", CLRDATA_ADDRESS), ("Allocated", CLRDATA_ADDRESS), ("Committed", CLRDATA_ADDRESS),
+                ("Reserved", CLRDATA_ADDRESS), ("Used", CLRDATA_ADDRESS), ("Start", CLRDATA_ADDRESS),
+                ("Next", CLRDATA_ADDRESS), ("Heap", CLRDATA_ADDRESS), ("HighAllocMark", CLRDATA_ADDRESS),
+                ("Flags", c_uint64), ("BackgroundAllocated", CLRDATA_ADDRESS)]
+
+
+class ObjectData(ctypes.Structure):
+    _fields_ = [("MethodTable", CLRDATA_ADDRESS), ("ObjectType", c_uint32), ("Size", c_uint64),
+                ("ElementTypeHandle", CLRDATA_ADDRESS), ("ElementType", c_uint32), ("Rank", c_uint32),
+                ("NumComponents", c_uint64), ("ComponentSize", c_uint64), ("ArrayDataPointer", CLRDATA_ADDRESS),
+                ("ArrayBoundsPointer", CLRDATA_ADDRESS), ("ArrayLowerBoundsPointer", CLRDATA_ADDRESS),
+                ("RCW", CLRDATA_ADDRESS), ("CCW", CLRDATA_ADDRESS)]
+
+
+class MethodTableData(ctypes.Structure):
+    _fields_ = [("IsFree", c_uint32), ("Module", CLRDATA_ADDRESS), ("EEClass", CLRDATA_ADDRESS),
+                ("ParentMethodTable", CLRDATA_ADDRESS), ("NumInterfaces", c_uint16), ("NumMethods", c_uint16),
+                ("NumVtableSlots", c_uint16), ("NumVirtuals", c_uint16), ("BaseSize", c_uint32),
+                ("ComponentSize", c_uint32), ("Token", c_uint32), ("AttrClass", c_uint32), ("Shared", c_uint32),
+                ("Dynamic", c_uint32), ("ContainsPointers", c_uint32)]
+
+
+class MethodTableFieldInfo(ctypes.Structure):
+    _fields_ = [("NumInstanceFields", c_uint16), ("NumStaticFields", c_uint16), ("NumThreadStaticFields", c_uint16),
+                ("FirstField", CLRDATA_ADDRESS), ("ContextStaticOffset", c_int16),
+                ("ContextStaticsSize", c_int16)]
+
+
+class FieldData(ctypes.Structure):
+    _fields_ = [("ElementType", c_uint32), ("SigType", c_uint32), ("TypeMethodTable", CLRDATA_ADDRESS),
+                ("TypeModule", CLRDATA_ADDRESS), ("TypeToken", c_uint32), ("FieldToken", c_uint32),
+                ("MTOfEnclosingClass", CLRDATA_ADDRESS), ("Offset", c_uint32), ("IsThreadLocal", c_uint32),
+                ("IsContextLocal", c_uint32), ("IsStatic", c_uint32), ("NextField", CLRDATA_ADDRESS)]
+
+
+class CommonMethodTables(ctypes.Structure):
+    _fields_ = [("ArrayMethodTable", CLRDATA_ADDRESS), ("StringMethodTable", CLRDATA_ADDRESS),
+                ("ObjectMethodTable", CLRDATA_ADDRESS), ("ExceptionMethodTable", CLRDATA_ADDRESS),
+                ("FreeMethodTable", CLRDATA_ADDRESS)]
+
+
+class ThreadStoreData(ctypes.Structure):
+    _fields_ = [("ThreadCount", c_int32), ("UnstartedThreadCount", c_int32), ("BackgroundThreadCount", c_int32),
+                ("PendingThreadCount", c_int32), ("DeadThreadCount", c_int32), ("FirstThread", CLRDATA_ADDRESS),
+                ("FinalizerThread", CLRDATA_ADDRESS), ("GCThread", CLRDATA_ADDRESS), ("HostConfig", c_uint32)]
+
+
+class ThreadData(ctypes.Structure):
+    _fields_ = [("ManagedThreadId", c_uint32), ("OSThreadId", c_uint32), ("State", c_int32),
+                ("PreemptiveGCDisabled", c_uint32), ("AllocContextPtr", CLRDATA_ADDRESS),
+                ("AllocContextLimit", CLRDATA_ADDRESS), ("Context", CLRDATA_ADDRESS), ("Domain", CLRDATA_ADDRESS),
+                ("Frame", CLRDATA_ADDRESS), ("LockCount", c_uint32), ("FirstNestedException", CLRDATA_ADDRESS),
+                ("Teb", CLRDATA_ADDRESS), ("FiberData", CLRDATA_ADDRESS), ("LastThrownObjectHandle", CLRDATA_ADDRESS),
+                ("NextThread", CLRDATA_ADDRESS)]
+
+
+# ISOSDacInterface vtable slots (IUnknown is 0-2; sospriv.idl order, as ClrMD's ISOSDacVTable lists it)
+SOS = {"GetThreadStoreData": 3, "GetThreadData": 20, "GetObjectData": 33, "GetObjectStringData": 34,
+       "GetMethodTableName": 36, "GetMethodTableData": 37, "GetMethodTableFieldData": 39, "GetFieldDescData": 42,
+       "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
+       "GetHeapSegmentData": 50, "GetUsefulGlobals": 70}
+SOS8 = {"GetNumberGenerations": 3, "GetGenerationTable": 4, "GetGenerationTableSvr": 6}
+
+
+# --- the core file ---------------------------------------------------------------------------------------
+
+class Core:
+    """Memory of an ELF core: its PT_LOAD data, and for file mappings the core left out, the file itself."""
+
+    def __init__(self, path: str):
+        from elftools.elf.elffile import ELFFile
+
+        self.f = open(path, "rb")
+        elf = ELFFile(self.f)
+        self.pointer_size = 8 if elf.elfclass == 64 else 4
+        self.machine = {"EM_X86_64": IMAGE_FILE_MACHINE_AMD64, "EM_386": IMAGE_FILE_MACHINE_I386,
+                        "EM_AARCH64": IMAGE_FILE_MACHINE_ARM64}[elf["e_machine"]]
+        self.loads = []  # (vaddr, filesz, offset)
+        self.files = []  # (vm_start, vm_end, file offset, path)
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_filesz"]:
+                self.loads.append((seg["p_vaddr"], seg["p_filesz"], seg["p_offset"]))
+            elif seg["p_type"] == "PT_NOTE":
+                for note in seg.iter_notes():
+                    if note["n_type"] == "NT_FILE":
+                        d = note["n_desc"]
+                        for e, name in zip(d["Elf_Nt_File_Entry"], d["filename"]):
+                            name = name.decode() if isinstance(name, bytes) else name
+                            self.files.append((e["vm_start"], e["vm_end"], e["page_offset"] * d["page_size"], name))
+        self.loads.sort()
+        self.starts = [s for s, _, _ in self.loads]
+        self.files.sort()
+        self.file_starts = [s for s, _, _, _ in self.files]
+        self.handles: dict[str, object] = {}
+
+    def image_base(self, name: str) -> int:
+        bases = [lo for lo, _, _, p in self.files if os.path.basename(p) == name]
+        return min(bases) if bases else 0
+
+    def _from_core(self, address: int, size: int) -> bytes:
+        i = bisect_right(self.starts, address) - 1
+        if i < 0:
+            return b""
+        vaddr, filesz, offset = self.loads[i]
+        if address >= vaddr + filesz:
+            return b""
+        n = min(size, vaddr + filesz - address)
+        self.f.seek(offset + address - vaddr)
+        return self.f.read(n)
+
+    def _from_file(self, address: int, size: int) -> bytes:
+        i = bisect_right(self.file_starts, address) - 1
+        if i < 0:
+            return b""
+        lo, hi, offset, path = self.files[i]
+        if address >= hi or not os.path.isfile(path):
+            return b""
+        f = self.handles.get(path)
+        if f is None:
+            f = self.handles[path] = open(path, "rb")
+        f.seek(offset + address - lo)
+        return f.read(min(size, hi - address))
+
+    def read(self, address: int, size: int) -> bytes:
+        out = b""
+        while len(out) < size:
+            at = address + len(out)
+            part = self._from_core(at, size - len(out)) or self._from_file(at, size - len(out))
+            if not part:
+                break
+            out += part
+        return out
+
+
+# --- ICLRDataTarget implemented in Python --------------------------------------------------------------
+
+def _fn(*args):
+    return ctypes.CFUNCTYPE(HRESULT, c_void_p, *args)
+
+
+class DataTarget:
+    """A COM object with two interfaces: ICLRDataTarget and ICLRRuntimeLocator."""
+
+    def __init__(self, core: Core, runtime_base: int):
+        self.core = core
+        self.runtime_base = runtime_base
+        self._keep = []
+
+        def qi(this, iid, out):
+            key = ctypes.cast(iid, POINTER(GUID))[0].key()
+            if key in (IID_IUnknown.key(), IID_ICLRDataTarget.key()):
+                ctypes.cast(out, POINTER(c_void_p))[0] = ctypes.addressof(self.target)
+                return S_OK
+            if key == IID_ICLRRuntimeLocator.key() and self.runtime_base:
+                ctypes.cast(out, POINTER(c_void_p))[0] = ctypes.addressof(self.locator)
+                return S_OK
+            ctypes.cast(out, POINTER(c_void_p))[0] = None
+            return E_NOINTERFACE
+
+        def ref(this):
+            return 1
+
+        def machine(this, out):
+            ctypes.cast(out, POINTER(c_uint32))[0] = core.machine
+            return S_OK
+
+        def pointer_size(this, out):
+            ctypes.cast(out, POINTER(c_uint32))[0] = core.pointer_size
+            return S_OK
+
+        def image_base(this, name, out):
+            text = ctypes.wstring_at(name) if ctypes.sizeof(ctypes.c_wchar) == 2 else _utf16z(name)
+            base = core.image_base(os.path.basename(text.replace("\\", "/")))
+            ctypes.cast(out, POINTER(c_uint64))[0] = base
+            return S_OK if base else E_FAIL
+
+        def read_virtual(this, address, buffer, size, done):
+            data = core.read(address, size)
+            if data:
+                ctypes.memmove(buffer, data, len(data))
+            if done:
+                ctypes.cast(done, POINTER(c_uint32))[0] = len(data)
+            return S_OK if data else E_FAIL
+
+        def write_virtual(this, address, buffer, size, done):
+            return E_NOTIMPL
+
+        def tls(this, tid, index, value):
+            return E_NOTIMPL
+
+        def set_tls(this, tid, index, value):
+            return E_NOTIMPL
+
+        def current_thread(this, out):
+            return E_NOTIMPL
+
+        def context(this, tid, flags, size, buffer):
+            return E_NOTIMPL
+
+        def set_context(this, tid, size, buffer):
+            return E_NOTIMPL
+
+        def request(this, code, insize, inbuf, outsize, outbuf):
+            return E_NOTIMPL
+
+        def runtime(this, out):
+            ctypes.cast(out, POINTER(c_uint64))[0] = self.runtime_base
+            return S_OK
+
+        unknown = [_fn(c_void_p, c_void_p)(qi), ctypes.CFUNCTYPE(c_uint32, c_void_p)(ref),
+                   ctypes.CFUNCTYPE(c_uint32, c_void_p)(ref)]
+        target = unknown + [
+            _fn(c_void_p)(machine), _fn(c_void_p)(pointer_size), _fn(c_void_p, c_void_p)(image_base),
+            _fn(c_uint64, c_void_p, c_uint32, c_void_p)(read_virtual),
+            _fn(c_uint64, c_void_p, c_uint32, c_void_p)(write_virtual),
+            _fn(c_uint32, c_uint32, c_void_p)(tls), _fn(c_uint32, c_uint32, c_uint64)(set_tls),
+            _fn(c_void_p)(current_thread), _fn(c_uint32, c_uint32, c_uint32, c_void_p)(context),
+            _fn(c_uint32, c_uint32, c_void_p)(set_context),
+            _fn(c_uint32, c_uint32, c_void_p, c_uint32, c_void_p)(request)]
+        locator = unknown + [_fn(c_void_p)(runtime)]
+        self._keep += target + locator
+        self.target_vtbl = (c_void_p * len(target))(*[ctypes.cast(f, c_void_p) for f in target])
+        self.locator_vtbl = (c_void_p * len(locator))(*[ctypes.cast(f, c_void_p) for f in locator])
+        self.target = c_void_p(ctypes.addressof(self.target_vtbl))
+        self.locator = c_void_p(ctypes.addressof(self.locator_vtbl))
+
+
+def _utf16z(address: int) -> str:
+    out = bytearray()
+    while True:
+        unit = ctypes.string_at(address + len(out), 2)
+        if unit == b"\0\0":
+            return out.decode("utf-16-le")
+        out += unit
+
+
+class Interface:
+    """A COM interface pointer of the DAC's, called by vtable slot."""
+
+    def __init__(self, pointer: int, slots: dict):
+        self.pointer = pointer
+        self.slots = slots
+        self.vtbl = ctypes.cast(ctypes.cast(pointer, POINTER(c_void_p))[0], POINTER(c_void_p))
+
+    def call(self, name: str, *args, argtypes=None) -> int:
+        slot = self.slots[name] if isinstance(name, str) else name
+        proto = ctypes.CFUNCTYPE(HRESULT, c_void_p, *(argtypes or [type(a) if not isinstance(a, int) else c_uint64 for a in args]))
+        return proto(self.vtbl[slot])(self.pointer, *args)
+
+    def query(self, iid: GUID, slots: dict) -> "Interface | None":
+        out = c_void_p()
+        hr = ctypes.CFUNCTYPE(HRESULT, c_void_p, POINTER(GUID), POINTER(c_void_p))(self.vtbl[0])(
+            self.pointer, byref(iid), byref(out))
+        return Interface(out.value, slots) if hr == S_OK and out.value else None
+
+
+# --- the heap, as ClrMD walks it ------------------------------------------------------------------------
+
+class Oracle:
+    def __init__(self, core_path: str, dac_path: str):
+        self.core = Core(core_path)
+        runtime = self.core.image_base("libcoreclr.so")
+        if not runtime:
+            raise SystemExit("no libcoreclr.so mapping in the core")
+        self.dac = ctypes.CDLL(dac_path)
+        # the DAC embeds a PAL that its DllMain initialises (ClrMD calls it the same way)
+        main = self.dac.DllMain
+        main.argtypes = [c_void_p, c_uint32, c_void_p]
+        main.restype = c_int32
+        main(self.dac._handle, 1, None)
+        self.target = DataTarget(self.core, runtime)
+        out = c_void_p()
+        create = self.dac.CLRDataCreateInstance
+        create.argtypes = [POINTER(GUID), c_void_p, POINTER(c_void_p)]
+        create.restype = HRESULT
+        hr = create(byref(IID_IXCLRDataProcess), ctypes.addressof(self.target.target), byref(out))
+        if hr != S_OK:
+            raise SystemExit(f"CLRDataCreateInstance failed: {hr & 0xFFFFFFFF:#x}")
+        process = Interface(out.value, {})
+        self.sos = process.query(IID_ISOSDacInterface, SOS)
+        if self.sos is None:
+            raise SystemExit("no ISOSDacInterface")
+        self.sos8 = process.query(IID_ISOSDacInterface8, SOS8)
+        self.ptr = self.core.pointer_size
+
+    def _get(self, name, struct, *args):
+        s = struct()
+        hr = self.sos.call(name, *[c_uint64(a) for a in args], byref(s),
+                           argtypes=[c_uint64] * len(args) + [c_void_p])
+        return s if hr == S_OK else None
+
+    def globals(self) -> CommonMethodTables:
+        return self._get("GetUsefulGlobals", CommonMethodTables)
+
+    def heaps(self) -> list:
+        info = self._get("GetGCHeapData", GCInfo)
+        if info is None:
+            raise SystemExit("GetGCHeapData failed")
+        out = []
+        if info.ServerMode:
+            arr = (CLRDATA_ADDRESS * info.HeapCount)()
+            needed = c_uint32()
+            self.sos.call("GetGCHeapList", c_uint32(info.HeapCount), arr, byref(needed),
+                          argtypes=[c_uint32, c_void_p, c_void_p])
+            for h in arr:
+                d = self._get("GetGCHeapDetails", HeapDetails, h)
+                out.append((h, d, self._generations(h, d)))
+        else:
+            d = self._get("GetGCHeapStaticData", HeapDetails)
+            out.append((0, d, self._generations(0, d)))
+        return out
+
+    def _generations(self, heap: int, d: HeapDetails) -> list:
+        gens = [(g.StartSegment, g.AllocContextPtr, g.AllocContextLimit) for g in d.GenerationTable]
+        if self.sos8 is not None:
+            n = c_uint32()
+            if self.sos8.call("GetNumberGenerations", byref(n), argtypes=[c_void_p]) == S_OK and n.value:
+                table = (GenerationData * n.value)()
+                needed = c_uint32()
+                if heap:
+                    hr = self.sos8.call("GetGenerationTableSvr", c_uint64(heap), c_uint32(n.value), table,
+                                        byref(needed), argtypes=[c_uint64, c_uint32, c_void_p, c_void_p])
+                else:
+                    hr = self.sos8.call("GetGenerationTable", c_uint32(n.value), table, byref(needed),
+                                        argtypes=[c_uint32, c_void_p, c_void_p])
+                if hr == S_OK:
+                    gens = [(g.StartSegment, g.AllocContextPtr, g.AllocContextLimit) for g in table]
+        return gens
+
+    def segments(self) -> list:
+        """(heap index, kind, address, start, end) of every segment or region, as ClrMD orders them."""
+        out = []
+        seen = {0}
+        for index, (heap, d, gens) in enumerate(self.heaps()):
+            regions = len(gens) >= 2 and gens[0][0] != gens[1][0]
+            order = [3, 2] + ([1, 0] if regions else []) + ([4] if len(gens) > 4 else [])
+            for g in order:
+                address = gens[g][0]
+                while address not in seen:
+                    seen.add(address)
+                    s = self._get("GetHeapSegmentData", SegmentData, address)
+                    if s is None:
+                        break
+                    if s.Flags & 1:
+                        kind = "frozen"
+                    elif g == 3:
+                        kind = "loh"
+                    elif g == 4:
+                        kind = "poh"
+                    elif regions:
+                        kind = f"gen{g}"
+                    else:
+                        kind = "ephemeral" if address == d.EphemeralHeapSegment else "gen2"
+                    end = d.Allocated if address == d.EphemeralHeapSegment else s.Allocated
+                    out.append({"heap": index, "kind": kind, "address": address, "start": s.Start, "end": end,
+                                "committed": s.Committed, "reserved": s.Reserved, "flags": s.Flags})
+                    address = s.Next
+        return out
+
+    def allocation_contexts(self) -> dict:
+        """ptr -> limit of every thread's allocation context and each heap's own (generation 0's)."""
+        out = {}
+        for _, d, gens in self.heaps():
+            if gens[0][1] and gens[0][2]:
+                out[gens[0][1]] = gens[0][2]
+        store = self._get("GetThreadStoreData", ThreadStoreData)
+        thread = store.FirstThread if store else 0
+        seen = set()
+        while thread and thread not in seen:
+            seen.add(thread)
+            t = self._get("GetThreadData", ThreadData, thread)
+            if t is None:
+                break
+            if t.AllocContextPtr and t.AllocContextLimit:
+                out[t.AllocContextPtr] = t.AllocContextLimit
+            thread = t.NextThread
+        return out
+
+    def objects(self, segments: list) -> tuple[list, int]:
+        """[address, method_table, size, segment index] of every object, and how many zero words were
+        stepped over outside any allocation context."""
+        contexts = self.allocation_contexts()
+        min_obj = 3 * self.ptr
+        out, stray = [], 0
+        for si, seg in enumerate(segments):
+            big = seg["kind"] in ("loh", "poh")
+            align = 7 if big or self.ptr == 8 else 3
+            obj, end = seg["start"], seg["end"]
+            while obj < end:
+                if seg["kind"] not in ("loh", "frozen"):
+                    while obj in contexts:  # ClrMD's SkipAllocationContext
+                        obj = contexts[obj] + ((min_obj + align) & ~align)
+                    if obj >= end:
+                        break
+                data = self._get("GetObjectData", ObjectData, obj)
+                if data is None or data.MethodTable == 0:
+                    stray += 1
+                    obj += self.ptr
+                    continue
+                out.append([obj, data.MethodTable, data.Size, si])
+                obj += max((data.Size + align) & ~align, min_obj)
+        return out, stray
+
+    def name(self, mt: int) -> str | None:
+        buf = ctypes.create_string_buffer(2 * 4096)
+        needed = c_uint32()
+        hr = self.sos.call("GetMethodTableName", c_uint64(mt), c_uint32(4096), buf, byref(needed),
+                           argtypes=[c_uint64, c_uint32, c_void_p, c_void_p])
+        if hr != S_OK:
+            return None
+        n = max(0, min(needed.value, 4096) - 1)
+        return buf.raw[: 2 * n].decode("utf-16-le", "surrogatepass")
+
+    def string(self, obj: int, length: int) -> str | None:
+        count = length + 1
+        buf = ctypes.create_string_buffer(2 * count)
+        needed = c_uint32()
+        hr = self.sos.call("GetObjectStringData", c_uint64(obj), c_uint32(count), buf, byref(needed),
+                           argtypes=[c_uint64, c_uint32, c_void_p, c_void_p])
+        return buf.raw[: 2 * length].hex() if hr == S_OK else None
+
+    def method_table(self, mt: int) -> dict | None:
+        d = self._get("GetMethodTableData", MethodTableData, mt)
+        if d is None:
+            return None
+        return {"base_size": d.BaseSize, "component_size": d.ComponentSize, "parent": d.ParentMethodTable,
+                "token": d.Token, "module": d.Module, "free": d.IsFree}
+
+    def fields(self, mt: int) -> list | None:
+        """The instance fields a MethodTable's own class declares (SOS's DisplayFields, one class)."""
+        info = self._get("GetMethodTableFieldData", MethodTableFieldInfo, mt)
+        if info is None:
+            return None
+        out = []
+        address = info.FirstField
+        parent = self.method_table(mt)
+        inherited = 0
+        if parent and parent["parent"]:
+            p = self._get("GetMethodTableFieldData", MethodTableFieldInfo, parent["parent"])
+            inherited = p.NumInstanceFields if p else 0
+        own = info.NumInstanceFields - inherited + info.NumStaticFields
+        seen = 0
+        while address and seen < own:
+            f = self._get("GetFieldDescData", FieldData, address)
+            if f is None:
+                break
+            out.append({"token": f.FieldToken, "offset": f.Offset, "type": f.ElementType, "static": bool(f.IsStatic),
+                        "thread_local": bool(f.IsThreadLocal), "field_mt": f.TypeMethodTable,
+                        "enclosing": f.MTOfEnclosingClass})
+            seen += 1
+            address = f.NextField
+        return out
+
+
+def main(argv) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("core")
+    ap.add_argument("dac")
+    ap.add_argument("--names", action="store_true")
+    ap.add_argument("--strings", action="store_true")
+    ap.add_argument("--fields", action="store_true")
+    args = ap.parse_args(argv)
+    o = Oracle(args.core, args.dac)
+    g = o.globals()
+    segments = o.segments()
+    objects, stray = o.objects(segments)
+    result = {"string_method_table": g.StringMethodTable, "free_method_table": g.FreeMethodTable,
+              "object_method_table": g.ObjectMethodTable, "segments": segments, "objects": objects,
+              "stray_words": stray}
+    mts = sorted({mt for _, mt, _, _ in objects})
+    if args.names:
+        result["names"] = {str(mt): o.name(mt) for mt in mts}
+        result["method_tables"] = {str(mt): o.method_table(mt) for mt in mts}
+    if args.strings:
+        base = o.method_table(g.StringMethodTable)["base_size"]  # the DAC gives BaseSize - 2 for strings
+        result["strings"] = {str(a): o.string(a, (size - base - 2) // 2) for a, mt, size, _ in objects
+                             if mt == g.StringMethodTable}
+    if args.fields:
+        # not the free MethodTable's: it has no EEClass, and the DAC (this one, hosted so) dies on it
+        result["fields"] = {str(mt): o.fields(mt) for mt in mts if mt != g.FreeMethodTable}
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    os._exit(0)  # the DAC's PAL registers thread-exit handlers that outlive an orderly shutdown
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

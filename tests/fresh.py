@@ -1,0 +1,59 @@
+"""Fresh, untrimmed dumps of real processes, made at test time, and what the runtime's DAC lists in them.
+
+The sample dumps are trimmed to what clrlayout reads, so the DAC (which reads much more of the runtime's
+data) cannot work on them.  These helpers run the project's own target programs on a real runtime, dump
+them with the runtime's createdump (as ``sample_dumps/make_dumps.py`` does), and run ``dac_oracle.py`` on
+the core.  Each is made once per test session and removed with the session's temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "sample_dumps"))
+
+import make_dumps  # noqa: E402
+
+from clrlayout.live import embedded  # noqa: E402
+
+
+@dataclass
+class FreshCore:
+    """A core of the strings target, the target's own truth file, and the DAC of its runtime."""
+
+    path: Path
+    truth: dict
+    dac: Path
+    runtime: str
+    gc: str
+
+    def dac_listing(self, *flags: str) -> dict:
+        """What the runtime's DAC lists in this core (``dac_oracle.py``; cached per set of flags)."""
+        key = tuple(sorted(flags))
+        cache = self.__dict__.setdefault("_dac", {})
+        if key not in cache:
+            r = subprocess.run([sys.executable, str(HERE / "dac_oracle.py"), str(self.path), str(self.dac), *key],
+                               capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, f"dac_oracle.py failed ({r.returncode}): {r.stderr[-2000:]}"
+            cache[key] = json.loads(r.stdout)
+        return cache[key]
+
+
+def build_targets(build: Path) -> Path:
+    build.mkdir(parents=True, exist_ok=True)
+    make_dumps.compile_targets(build)
+    return build
+
+
+def coreclr31_core(build: Path, work: Path, server: bool) -> FreshCore:
+    """The strings target on the embedded CoreCLR 3.1.23, dumped by createdump --withheap."""
+    work.mkdir(parents=True, exist_ok=True)
+    raw, truth = make_dumps.make_linux(build, work, server=server)
+    return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), embedded.runtime_dir() / "libmscordaccore.so",
+                     embedded.RUNTIME_VERSION, "server" if server else "workstation")

@@ -1,0 +1,67 @@
+"""clrlayout against the runtime's own DAC, on fresh untrimmed cores of real processes (tests/fresh.py).
+
+The DAC (libmscordaccore.so, beside each Linux runtime) is hosted by tests/dac_oracle.py in its own
+process; it lists every object of the heap as SOS and ClrMD see it.  Nothing here is a stored answer:
+both sides read the same core, made at test time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import clrlayout
+
+pytestmark = pytest.mark.dac
+
+
+def _dac_objects(listing: dict) -> list[tuple[int, int, int]]:
+    free = listing["free_method_table"]
+    return sorted((a, mt, size) for a, mt, size, _ in listing["objects"] if mt != free)
+
+
+def test_segments_and_method_tables_equal_the_dacs(fresh_core):
+    listing = fresh_core.dac_listing()
+    with clrlayout.open(fresh_core.path) as s:
+        assert s.heap.exact and s.heap.gc_mode == fresh_core.gc
+        ours = sorted((seg.start, seg.end) for seg in s.heap.segments)
+        assert ours == sorted((seg["start"], seg["end"]) for seg in listing["segments"])
+        assert s.string_method_table() == listing["string_method_table"]
+        assert s.mts.get(listing["free_method_table"]).kind == "free"
+
+
+def test_objects_equal_the_dacs(fresh_core):
+    """Every non-free object: the same addresses, MethodTables and SOS sizes, none more, none fewer."""
+    dac = _dac_objects(fresh_core.dac_listing())
+    with clrlayout.open(fresh_core.path) as s:
+        objects = list(s.objects())
+        assert s.findings.count == 0
+    ours = [(o.address, o.method_table, o.size) for o in objects]
+    assert len(ours) == len(dac) > 1000
+    assert sorted(ours) == dac
+    # heap order: segment after segment, each in address order
+    by_segment: dict = {}
+    for o in objects:
+        by_segment.setdefault(o.segment.start, []).append(o.address)
+    assert list(by_segment) == [seg.start for seg in s.heap.segments if seg.start in by_segment]
+    assert all(addresses == sorted(addresses) for addresses in by_segment.values())
+
+
+def test_strings_equal_the_dacs(fresh_core):
+    """Every System.String: the same addresses, and the same UTF-16 bytes as GetObjectStringData."""
+    dac = {int(a): v for a, v in fresh_core.dac_listing("--strings")["strings"].items()}
+    with clrlayout.open(fresh_core.path) as s:
+        ours = {x.address: x.value.encode("utf-16-le", "surrogatepass").hex() for x in s.strings()}
+    assert len(ours) == len(dac) > 900
+    assert ours == dac
+    known = {int(k["address"], 16) for k in fresh_core.truth["strings"]}
+    assert known <= set(ours)
+
+
+def test_string_names_from_the_dac(fresh_core):
+    """The names clrlayout gives today (System.String, and no name rather than a wrong one) agree."""
+    listing = fresh_core.dac_listing("--names")
+    names = {int(mt): name for mt, name in listing["names"].items()}
+    with clrlayout.open(fresh_core.path) as s:
+        for o in s.objects():
+            if o.type_name is not None:
+                assert o.type_name == names[o.method_table]
