@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from synth import SynthHeap
+from synth import SynthHeap, string_span
 
 from clrlayout.heap.segments import gc_interface
 from clrlayout.runtime.profiles import Profile
@@ -27,7 +27,10 @@ def _ptr(profile: Profile, v: int) -> bytes:
 
 
 def build_minidump(profile: Profile, heap: SynthHeap, large: SynthHeap | None = None,
-                   module_base: int | None = None, segment_base: int | None = None) -> bytes:
+                   module_base: int | None = None, segment_base: int | None = None,
+                   stale: list[str] = ()) -> bytes:
+    """``stale``: strings left past the small-object segment's allocated end (alloc_allocated), back to
+    back with its last object, as the gen0 tail of a real process often holds them."""
     ptr = profile.pointer_size
     arch = {8: 9, 4: 0}[ptr]
     layout = next(l for l in gc_interface()["layouts"] if l["major"] == 1)
@@ -36,9 +39,9 @@ def build_minidump(profile: Profile, heap: SynthHeap, large: SynthHeap | None = 
     gen_size = 240 if ptr == 8 else 136
 
     # --- heap segments: a header page, then the objects (the segment's mem) --------------------------
-    def segment(h: SynthHeap, base: int, flags: int) -> tuple[int, bytes, int, int]:
+    def segment(h: SynthHeap, base: int, flags: int, tail: bytes = b"") -> tuple[int, bytes, int, int]:
         seg = h.segment()
-        body = bytes(h.heap) + b"\0" * profile.object.header_size
+        body = bytes(h.heap) + tail + b"\0" * profile.object.header_size
         mem = base + PAGE  # heap_segment_mem: the page after the header
         shift = mem - (h.heap_base + profile.object.header_size)
         end = seg.end + shift
@@ -51,7 +54,8 @@ def build_minidump(profile: Profile, heap: SynthHeap, large: SynthHeap | None = 
     soh_base = SEGMENT_BASE[ptr] if segment_base is None else segment_base
     loh_base = soh_base + 0x1000_0000
     heap.heap_base = soh_base + PAGE - profile.object.header_size
-    soh = segment(heap, soh_base, 0)
+    tail = b"".join(string_span(profile, v, heap.string_mt) for v in stale)
+    soh = segment(heap, soh_base, 0, tail)
     loh = segment(large, loh_base, 8) if large is not None else None
 
     # --- the runtime module's data: GcDacVars, its variables, the generation table -----------------

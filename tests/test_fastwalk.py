@@ -115,3 +115,27 @@ def test_positions_are_flatnonzero(density):
         for f in (flags, flags[3:], flags[::2]):
             got = positions(f)
             assert got.dtype == np.intp and np.array_equal(got, np.flatnonzero(f))
+
+
+@pytest.mark.parametrize("window", [4096, 1 << 16])
+def test_stale_objects_past_the_segment_end_are_not_findings(profile, window):
+    """The gen0 tail past alloc_allocated often still holds objects, back to back with the last live one:
+    the walk ends at the segment's end, with no finding, whatever the window (issue: a stale object that
+    starts exactly at the end was reported as running past it)."""
+    from clrlayout.heap.segments import Segment
+
+    h = SynthHeap(profile)
+    for i in range(400):
+        h.add_string("live %d" % i + "x" * (i % 29))
+    live_end = h.cursor  # the segment ends where the next object would start
+    for i in range(50):
+        h.add_string("stale, past the end %d" % i)
+    space = h.space()
+    space.limits = dataclasses.replace(DEFAULT_LIMITS, scan_window=window)
+    hs = profile.object.header_size
+    seg = Segment(start=h.heap_base + hs, end=live_end, kind="soh", ephemeral=True)
+    f1, f2 = Findings(), Findings()
+    ref = ref_objects(space, MethodTables(space, profile), [seg], f1)
+    fast = fast_objects(space, MethodTables(space, profile), [seg], f2)
+    assert len(ref) == 400 and fast == ref
+    assert f1.count == 0 and f2.count == 0

@@ -36,7 +36,8 @@ def test_fast_lines_equal_plain_lines_on_samples(sample, monkeypatch):
 
 
 HARD = ["", "a", 'say "hi"', "back\\slash", "tab\there", "new\nline", "nul\0inside", "\x7f", "caf\u00e9",
-        "\u4e2d\u6587", "emoji \U0001F600", "lone \ud800 high", "lone \udfff low", "~ }{ ", " " * 40, "x" * 300]
+        "\u4e2d\u6587", "emoji \U0001F600", "lone \ud800 high", "lone \udfff low", "~ }{ ", " " * 40, "x" * 300,
+        "line\u2028separator", "paragraph\u2029separator", "next\u0085line", "\u2028\u2029\u0085"]
 
 
 @pytest.mark.parametrize("chunk", [8192, 1, 7])
@@ -65,3 +66,28 @@ def test_fast_lines_equal_plain_lines_on_hard_strings(arch, chunk, monkeypatch):
     large = batches[0].select(np.ones(len(batches[0]), dtype=bool))
     large.large = np.ones(len(large), dtype=bool)  # the LOH's alignment changes the sizes in the line
     assert batch_lines(large) == slow_lines(large)
+
+
+def test_line_separators_survive_splitlines(tmp_path, capsys):
+    """U+2028, U+2029 and U+0085 are escaped: `dump --format jsonl` read with str.splitlines() gives one
+    record per string, and `stats --format json` parses, with every value back whole."""
+    from synth_dump import build_minidump
+
+    from clrlayout.cli import main
+
+    p = select_profile("coreclr", "x64", "3.1.23")
+    h = SynthHeap(p)
+    values = ["a\u2028b", "c\u2029d", "e\u0085f", "plain", "\u2028" * 3 + "x"]
+    for v in values * 2:
+        h.add_string(v)
+    path = tmp_path / "separators.dmp"
+    path.write_bytes(build_minidump(p, h))
+    assert main(["dump", str(path), "--format", "jsonl"]) == 0
+    text = capsys.readouterr().out
+    for ch in "\u2028\u2029\u0085":
+        assert ch not in text and f"\\u{ord(ch):04x}" in text
+    assert [json.loads(line)["value"] for line in text.splitlines()] == values * 2
+    assert main(["stats", str(path), "--format", "json", "--duplicates"]) == 0
+    text = capsys.readouterr().out
+    assert len(text.splitlines()) == 1
+    assert sorted(d["value"] for d in json.loads(text)["duplicates"]) == sorted(values)

@@ -108,6 +108,34 @@ def test_findings_keep_heap_order(tmp_path):
     assert run(["dump", str(path), "--strict"], 2) == run(["dump", str(path), "--strict"], 1)
 
 
+def clean_dump_with_stale_tail(tmp_path):
+    """A clean synthetic heap of many steps whose segment ends exactly where stale strings begin (the gen0
+    tail past alloc_allocated), with a MethodTable first seen in the last step."""
+    p = select_profile("coreclr", "x64", "3.1.23")
+    h = SynthHeap(p)
+    for i in range(600):
+        h.add_string(f"live {i} " + "y" * (i % 43))
+        if i % 97 == 5:
+            h.add_free(96)
+    h.add_object()  # the class MethodTable: learned in the last window
+    h.add_string("the last live string")
+    path = tmp_path / "stale-tail.dmp"
+    path.write_bytes(build_minidump(p, h, stale=[f"stale {i}, past the end" for i in range(40)]))
+    return path
+
+
+def test_clean_heap_gives_no_warning_with_one_or_two_processes(tmp_path):
+    """No finding on a clean heap whose segment is followed by stale objects, with --strict, and the same
+    bytes on stdout and stderr whatever the number of processes, run after run."""
+    path = clean_dump_with_stale_tail(tmp_path)
+    assert steps(path) >= 8
+    for args in (["dump", str(path), "--format", "jsonl", "--strict"], ["stats", str(path), "--strict"]):
+        serial = run(args, 1)
+        assert serial[0] == 0 and serial[2] == b"", serial[2]
+        for _ in range(3):
+            assert run(args, 2) == serial
+
+
 CHILD_DIES = """
 import os, sys
 import clrlayout.parallel as parallel

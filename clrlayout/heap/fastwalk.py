@@ -324,8 +324,12 @@ class FastWalker:
             i = int(np.searchsorted(offs, cur))
             if i < len(offs) and offs[i] == cur:
                 b = int(breaks[np.searchsorted(breaks, i)])  # the last index has no successor: always a break
-                # objects must end inside the segment
-                over = np.flatnonzero(nxt[i : b + 1] > seg_end)
+                # the run is cut first at the window's end (never past the segment's end): candidates
+                # after it are the next window's, or stale bytes past the segment (the gen0 tail beyond
+                # alloc_allocated often holds old objects back to back with the last live one)
+                cut = int(np.searchsorted(offs, stop, side="left"))
+                # objects that start in the window must end inside the segment
+                over = np.flatnonzero(nxt[i : min(b, cut - 1) + 1] > seg_end)
                 if len(over):
                     j = i + int(over[0])
                     if j > i:
@@ -334,7 +338,6 @@ class FastWalker:
                                       f"object of {int(aligned[j]):,} bytes runs past the segment end {seg.end:#x}")
                     end_of_walk = True
                     break
-                cut = int(np.searchsorted(offs, stop, side="left"))
                 if b >= cut:  # the run goes past this window: keep the part that starts in it
                     if cut > i:
                         take(i, cut - 1)

@@ -1,7 +1,9 @@
 """JSON and JSON Lines output.
 
 Values are strings decoded with lone surrogates kept; JSON escapes them (``\\ud800``) so that every line
-is valid UTF-8 and a JSON parser gets the same code units back.  Everything else is plain UTF-8.
+is valid UTF-8 and a JSON parser gets the same code units back.  U+0085, U+2028 and U+2029 are escaped too:
+they are valid in JSON text, but ``str.splitlines()``, several JSON Lines tools and editors end a line at
+them.  Everything else is plain UTF-8.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from ..objects.strings import StringObject
 from ..runtime.structs import decode_utf16
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: what JSON text escapes beyond json's own escapes: lone surrogates, and what other tools take as line ends
+_ESCAPED = re.compile("[\ud800-\udfff\u0085\u2028\u2029]")
+
+
+def _escape(m: re.Match) -> str:
+    return f"\\u{ord(m.group()):04x}"
 
 
 def dumps(obj) -> str:
-    """``json.dumps`` that keeps non-ASCII as UTF-8 but escapes lone surrogates."""
-    text = json.dumps(obj, ensure_ascii=False)
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """``json.dumps`` that keeps non-ASCII as UTF-8 but escapes lone surrogates, U+0085, U+2028 and U+2029."""
+    return _ESCAPED.sub(_escape, json.dumps(obj, ensure_ascii=False))
 
 
 def string_record(s: StringObject) -> dict:
@@ -42,7 +49,7 @@ def string_line(s: StringObject) -> str:
 
 def csv_value(value: str) -> str:
     """A value for CSV: lone surrogates as \\uXXXX escapes (CSV has no escape of its own for them)."""
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    return _LONE_SURROGATE.sub(_escape, value)
 
 
 # --- the JSON Lines fast path -----------------------------------------------------------------------
@@ -139,7 +146,7 @@ def _json_values(raws: list) -> list:
     if not raws:
         return []
     text = "\n".join(map(encode_basestring, map(decode_utf16, raws)))
-    lines = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8").split(b"\n")
+    lines = _ESCAPED.sub(_escape, text).encode("utf-8").split(b"\n")
     return [line[1:-1] for line in lines]
 
 
