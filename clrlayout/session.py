@@ -85,7 +85,7 @@ class Session:
             "os_version": d.os_version,
             "arch": d.arch,
             "pointer_size": d.pointer_size,
-            "process": {"pid": d.pid, "name": d.process_name, "threads": d.threads},
+            "process": {"pid": d.pid, "name": d.process_name, "threads": len(d.threads)},
             "runtime": {
                 "flavor": rt.flavor,
                 "version": rt.version,
@@ -152,7 +152,7 @@ class Session:
                     self.mts.string_mt = obj.method_table
                     return self.mts.string_mt
         else:
-            found = learn_string_method_table(self.dump, self.mts)
+            found = learn_string_method_table(self.dump, self.mts, self.heap.bounds)
             if found is not None:
                 self.mts.string_mt = found
                 return found
@@ -317,7 +317,8 @@ def _scan_batches(session: Session):
             _string_findings(session.findings, batch)
         return batch
 
-    for address in iter_string_addresses(session.dump, session.mts, string_mt, session.findings):
+    for address in iter_string_addresses(session.dump, session.mts, string_mt, session.findings,
+                                         session.heap.bounds):
         chunk.append(address)
         if len(chunk) >= BATCH:
             batch = flush()
@@ -359,7 +360,7 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
         if heap == "walk" and not gc.exact:
             raise HeapNotFound(f"{path}: no exact heap walk possible: " + "; ".join(gc.warnings[-1:]))
         if heap == "scan" and gc.exact:
-            gc = GcHeap(method="object-scan", gc_mode=gc.gc_mode, dac_vars=gc.dac_vars)
+            gc = GcHeap(method="object-scan", gc_mode=gc.gc_mode, dac_vars=gc.dac_vars, bounds=gc.bounds)
             warnings.append("--heap scan: using the checked object scan although the exact walk is possible")
         elif not gc.exact:
             warnings.append("no exact heap walk: strings are found by a checked scan, which cannot tell dead "

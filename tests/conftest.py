@@ -99,3 +99,12 @@ def fresh_core(request, target_build, tmp_path_factory):
     from fresh import coreclr31_core
 
     return coreclr31_core(target_build, tmp_path_factory.mktemp("core"), request.param == "server")
+
+
+@pytest.fixture(scope="session")
+def python_host_core(tmp_path_factory):
+    """A core of Python hosting CoreCLR 3.1.23 through pythonnet: native memory full of runtime structures,
+    and dead objects past gen0's allocation end."""
+    from fresh import python_host_core
+
+    return python_host_core(tmp_path_factory.mktemp("host"))

@@ -57,3 +57,13 @@ def coreclr31_core(build: Path, work: Path, server: bool) -> FreshCore:
     raw, truth = make_dumps.make_linux(build, work, server=server)
     return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), embedded.runtime_dir() / "libmscordaccore.so",
                      embedded.RUNTIME_VERSION, "server" if server else "workstation")
+
+
+def python_host_core(work: Path, iterations: int = 8000) -> FreshCore:
+    """Python hosting CoreCLR 3.1.23 through pythonnet (tests/python_host.py), dumped by createdump."""
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "python-host.core"
+    subprocess.run([sys.executable, str(HERE / "python_host.py"), str(out), str(iterations)], check=True,
+                   capture_output=True, timeout=600)
+    return FreshCore(out, {}, embedded.runtime_dir() / "libmscordaccore.so", embedded.RUNTIME_VERSION,
+                     "workstation")

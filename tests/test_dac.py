@@ -65,3 +65,25 @@ def test_string_names_from_the_dac(fresh_core):
         for o in s.objects():
             if o.type_name is not None:
                 assert o.type_name == names[o.method_table]
+
+
+def test_scan_keeps_to_the_gc_heap_of_a_python_host(python_host_core):
+    """The checked scan against the DAC on a real pythonnet host: exactly the DAC's strings when the GC's
+    bookkeeping bounds it; without the bookkeeping (the .NET Framework case), nothing of the native memory,
+    only dead objects past the allocation end, which no pattern tells from live ones."""
+    listing = python_host_core.dac_listing("--strings")
+    dac = {int(a): v for a, v in listing["strings"].items()}
+    segments = [(seg["start"], seg["end"]) for seg in listing["segments"]]
+    with clrlayout.open(python_host_core.path, heap="scan") as s:
+        assert s.heap.bounds
+        ours = {x.address: x.value.encode("utf-16-le", "surrogatepass").hex() for x in s.strings()}
+    assert len(ours) == len(dac) > 10000 and ours == dac
+    with clrlayout.open(python_host_core.path, heap="scan") as s:
+        s.heap.bounds = None
+        unbounded = {x.address for x in s.strings()}
+    false = unbounded - set(dac)
+    assert set(dac) <= unbounded and false
+    assert not [a for a in false if any(lo <= a < hi for lo, hi in segments)]
+    # past the allocation end of a segment: dead objects in the GC's own memory, not native memory
+    ends = sorted(hi for _, hi in segments)
+    assert all(any(0 <= a - end < 64 << 20 for end in ends) for a in false)

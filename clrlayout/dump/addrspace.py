@@ -169,6 +169,17 @@ class AddressSpace:
             i += 1
         return end
 
+    def mapped_start(self, address: int) -> int:
+        """Start of the contiguous mapped memory that holds ``address`` (``address`` if unmapped)."""
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i < 0 or address >= self._regions[i].end:
+            return address
+        start = self._regions[i].start
+        while i > 0 and self._regions[i - 1].end >= start:
+            i -= 1
+            start = min(start, self._regions[i].start)
+        return start
+
     def is_mapped(self, address: int, size: int = 1) -> bool:
         return self.mapped_end(address) >= address + size
 

@@ -14,9 +14,15 @@ from dataclasses import dataclass, field
 from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from .model import BoundedReader, Dump, Module
+from .model import BoundedReader, Dump, Module, Thread
 
 MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM": "arm"}
+
+#: where NT_PRSTATUS (struct elf_prstatus, linux/elfcore.h) holds the thread id (pr_pid) and the stack
+#: pointer inside pr_reg (user_regs_struct: x86-64 rsp is word 19, i386 esp word 15, arm64 sp follows x0-x30,
+#: arm r13), and the size of a register, per architecture
+PRSTATUS = {"x64": (32, 112 + 19 * 8, 8), "x86": (24, 72 + 15 * 4, 4), "arm64": (32, 112 + 31 * 8, 8),
+            "arm": (24, 72 + 13 * 4, 4)}
 
 
 @dataclass
@@ -86,10 +92,14 @@ def _read(path: str, source, limits: Limits) -> Dump:
     container = ElfContainer(elfclass=elf.elfclass, little_endian=elf.little_endian, header=dict(elf.header))
     regions, missing = [], 0
     modules: list[Module] = []
-    threads, pid, process_name = 0, None, None
+    threads: list[tuple[int, int | None]] = []  # (thread id, stack pointer)
+    pid, process_name = None, None
+    expected = phoff + elf["e_phnum"] * phentsize
     for seg in segments:
         h = dict(seg.header)
         container.segments.append(h)
+        if h["p_type"] in ("PT_LOAD", "PT_NOTE") and h["p_filesz"]:
+            expected = max(expected, h["p_offset"] + h["p_filesz"])
         if h["p_type"] == "PT_LOAD":
             size, offset = h["p_filesz"], h["p_offset"]
             if size and offset + size > source.size:
@@ -116,7 +126,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
             for note in notes:
                 kind = note["n_type"]
                 if kind == "NT_PRSTATUS":
-                    threads += 1
+                    threads.append(_prstatus(note["n_desc"], arch, elf.little_endian))
                 elif kind == "NT_PRPSINFO":
                     d = note["n_desc"]
                     pid = d.get("pr_pid")
@@ -133,8 +143,28 @@ def _read(path: str, source, limits: Limits) -> Dump:
     if space.overlaps:
         r.warn(f"{space.overlaps} PT_LOAD segments overlap others; the first copy is used")
     return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
-                modules=modules, threads=threads, pid=pid, process_name=process_name, warnings=r.warnings,
-                container=container)
+                modules=modules, threads=[_thread(space, tid, sp) for tid, sp in threads], pid=pid,
+                process_name=process_name, warnings=r.warnings, container=container, file_size=source.size,
+                expected_size=expected)
+
+
+def _prstatus(desc, arch: str, little: bool) -> tuple[int, int | None]:
+    """(thread id, stack pointer) of an NT_PRSTATUS note's description (raw bytes to pyelftools)."""
+    if not isinstance(desc, bytes) or arch not in PRSTATUS:
+        return 0, None
+    pid_at, sp_at, size = PRSTATUS[arch]
+    order = "little" if little else "big"
+    tid = int.from_bytes(desc[pid_at : pid_at + 4], order) if len(desc) >= pid_at + 4 else 0
+    sp = int.from_bytes(desc[sp_at : sp_at + size], order) if len(desc) >= sp_at + size else None
+    return tid, sp
+
+
+def _thread(space: AddressSpace, tid: int, sp: int | None) -> Thread:
+    """A thread whose stack is the memory segment that holds its stack pointer (a core has no stack list)."""
+    region = space.region_at(sp) if sp else None
+    if region is None:
+        return Thread(tid, sp=sp)
+    return Thread(tid, region.start, region.end, sp)
 
 
 IN_MEMORY = 1 << 20

@@ -17,7 +17,7 @@ from construct import Array, Bytes, Const, ConstructError, Int16ul, Int32ul, Int
 from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from .model import BoundedReader, Dump, Module
+from .model import BoundedReader, Dump, MemoryInfo, Module, Thread
 
 # --- raw structures (names as in minidumpapiset.h); also used by trim to write dumps ----------------
 
@@ -76,6 +76,18 @@ SYSTEM_INFO_PREFIX = Struct(
     "PlatformId" / Int32ul,
     "CSDVersionRva" / Int32ul,
 )
+MINIDUMP_MEMORY_INFO_LIST = Struct("SizeOfHeader" / Int32ul, "SizeOfEntry" / Int32ul, "NumberOfEntries" / Int64ul)
+MINIDUMP_MEMORY_INFO = Struct(
+    "BaseAddress" / Int64ul,
+    "AllocationBase" / Int64ul,
+    "AllocationProtect" / Int32ul,
+    "_alignment1" / Int32ul,
+    "RegionSize" / Int64ul,
+    "State" / Int32ul,
+    "Protect" / Int32ul,
+    "Type" / Int32ul,
+    "_alignment2" / Int32ul,
+)
 MINIDUMP_STRING_HEADER = Struct("Length" / Int32ul)
 MINIDUMP_STRING = Struct("Length" / Int32ul, "Buffer" / Bytes(this.Length))
 
@@ -85,6 +97,7 @@ MODULE_SIZE = MINIDUMP_MODULE.sizeof()  # 108
 THREAD_SIZE = MINIDUMP_THREAD.sizeof()  # 48
 MEMORY_DESCRIPTOR_SIZE = MINIDUMP_MEMORY_DESCRIPTOR.sizeof()  # 16
 MEMORY_DESCRIPTOR64_SIZE = MINIDUMP_MEMORY_DESCRIPTOR64.sizeof()  # 16
+MEMORY_INFO_SIZE = MINIDUMP_MEMORY_INFO.sizeof()  # 48
 
 # MINIDUMP_STREAM_TYPE values clrlayout reads
 THREAD_LIST = 3
@@ -94,11 +107,17 @@ SYSTEM_INFO = 7
 MEMORY64_LIST = 9
 COMMENT_A = 10
 MISC_INFO = 15
+MEMORY_INFO_LIST = 16
 KNOWN_STREAM_TYPES = set(range(0, 26)) | {0xFFFF}
 
 # SystemInfo.ProcessorArchitecture -> clrlayout arch
 PROCESSOR_ARCHITECTURES = {0: "x86", 9: "x64", 12: "arm64", 0x8003: "arm64", 5: "arm"}
 POINTER_SIZES = {"x86": 4, "x64": 8, "arm64": 8, "arm": 4}
+#: where the thread context (CONTEXT, winnt.h) holds the stack pointer: Rsp, Esp, Sp
+CONTEXT_SP = {"x64": (0x98, 8), "x86": (0xC4, 4), "arm64": (0x100, 8)}
+# MINIDUMP_MEMORY_INFO State and Type values (winnt.h MEM_*)
+MEMORY_STATES = {0x1000: "commit", 0x2000: "reserve", 0x10000: "free"}
+MEMORY_TYPES = {0x1000000: "image", 0x40000: "mapped", 0x20000: "private", 0: ""}
 # SystemInfo.PlatformId -> OS (Windows values, then Breakpad's)
 PLATFORMS = {2: "windows", 1: "windows", 0x8000: "unix", 0x8101: "macos", 0x8102: "ios",
              0x8201: "linux", 0x8202: "solaris", 0x8203: "android", 0x8204: "ps3", 0x8205: "nacl"}
@@ -183,7 +202,6 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     from minidump.streams.MiscInfoStream import MinidumpMiscInfo
     from minidump.streams.ModuleListStream import MinidumpModuleList
     from minidump.streams.SystemInfoStream import MinidumpSystemInfo
-    from minidump.streams.ThreadListStream import MinidumpThreadList
 
     r = _Reader(path, source, limits)
     header = r.parse(MINIDUMP_HEADER, 0, "minidump header")
@@ -252,6 +270,7 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
             container.memory_list_kind = container.memory_list_kind or "MemoryList"
             for seg in mem.memory_segments[:n]:
                 regions.append((seg.start_virtual_address, seg.size, seg.start_file_address))
+    raw_regions = list(regions)
     regions = _clip_to_file(r, regions, source.size)
 
     # ModuleList
@@ -275,14 +294,19 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     else:
         r.warn("no usable ModuleList stream")
 
-    threads = 0
+    threads = []
     entry = streams.get(THREAD_LIST)
     if entry is not None and entry.Location.DataSize >= 4 and r.stream_bytes_ok(entry, "ThreadList"):
         n = r.fitting_count(entry, int.from_bytes(source.pread(entry.Location.Rva, 4), "little"), 4,
                             THREAD_SIZE, "ThreadList", "max_threads")
-        tl = r.call_package("ThreadList", MinidumpThreadList.parse, _as_dir(entry, 4 + THREAD_SIZE * n),
-                            _PatchedCount(source, 4 + THREAD_SIZE * n, entry.Location.Rva, n))
-        threads = len(tl.threads) if tl is not None else 0
+        raw = source.pread(entry.Location.Rva + 4, n * THREAD_SIZE)
+        threads = [_thread(source, t, arch) for t in Array(len(raw) // THREAD_SIZE, MINIDUMP_THREAD).parse(raw)]
+
+    memory_info = []
+    entry = streams.get(MEMORY_INFO_LIST)
+    if entry is not None and entry.Location.DataSize >= MINIDUMP_MEMORY_INFO_LIST.sizeof() \
+            and r.stream_bytes_ok(entry, "MemoryInfoList"):
+        memory_info = _memory_info(r, source, entry)
 
     pid = None
     entry = streams.get(MISC_INFO)
@@ -296,8 +320,12 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     space = AddressSpace(source, regions, pointer_size, limits=limits)
     if space.overlaps:
         r.warn(f"{space.overlaps} memory ranges overlap others; the first copy is used")
+    expected = max([header.StreamDirectoryRva + count * DIRECTORY_ENTRY_SIZE]
+                   + [rva + size for _, size, rva in container.directory if size]
+                   + [offset + size for _, size, offset in raw_regions])
     return Dump(path=path, format="minidump", arch=arch, pointer_size=pointer_size, os=os_name,
                 memory=space, modules=modules, threads=threads, pid=pid, os_version=os_version,
+                memory_info=memory_info, file_size=source.size, expected_size=expected,
                 warnings=r.warnings, container=container)
 
 
@@ -337,3 +365,34 @@ def _clip_to_file(r: _Reader, regions, file_size: int):
     if missing:
         r.warn(f"the dump is truncated: {missing:,} bytes of its memory are not in the file")
     return kept
+
+
+def _thread(source, t, arch: str) -> Thread:
+    """A MINIDUMP_THREAD: its id, its stack descriptor, and the stack pointer of its context."""
+    sp = None
+    at, size = CONTEXT_SP.get(arch, (None, None))
+    ctx = t.ThreadContext
+    if at is not None and ctx.DataSize >= at + size:
+        data = source.pread(ctx.Rva + at, size)
+        if len(data) == size:
+            sp = int.from_bytes(data, "little")
+    start, length = t.Stack.StartOfMemoryRange, t.Stack.Memory.DataSize
+    return Thread(t.ThreadId, start if length else None, start + length if length else None, sp)
+
+
+def _memory_info(r: _Reader, source, entry) -> list[MemoryInfo]:
+    """The MemoryInfoList stream: every range of the address space and what VirtualQuery said of it."""
+    head = r.parse(MINIDUMP_MEMORY_INFO_LIST, entry.Location.Rva, "MemoryInfoList header")
+    if head.SizeOfHeader < MINIDUMP_MEMORY_INFO_LIST.sizeof() or head.SizeOfEntry < MEMORY_INFO_SIZE:
+        r.warn(f"MemoryInfoList header ({head.SizeOfHeader}, {head.SizeOfEntry}) is not the format's; skipped")
+        return []
+    n = r.fitting_count(entry, head.NumberOfEntries, head.SizeOfHeader, head.SizeOfEntry, "MemoryInfoList",
+                        "max_memory_ranges")
+    raw = source.pread(entry.Location.Rva + head.SizeOfHeader, n * head.SizeOfEntry)
+    out = []
+    for i in range(len(raw) // head.SizeOfEntry):
+        m = MINIDUMP_MEMORY_INFO.parse(raw[i * head.SizeOfEntry : i * head.SizeOfEntry + MEMORY_INFO_SIZE])
+        out.append(MemoryInfo(m.BaseAddress, m.RegionSize, m.AllocationBase,
+                              MEMORY_STATES.get(m.State, f"{m.State:#x}"), MEMORY_TYPES.get(m.Type, f"{m.Type:#x}"),
+                              m.Protect, m.AllocationProtect))
+    return out

@@ -34,6 +34,39 @@ class Module:
         return self.base <= address < self.end
 
 
+@dataclass(frozen=True)
+class Thread:
+    """A thread of the dumped process: its OS id, and its stack as far as the dump tells it."""
+
+    id: int
+    #: the stack's memory: a minidump's stack descriptor; in an ELF core, the mapping that holds the stack pointer
+    stack_start: int | None = None
+    stack_end: int | None = None
+    #: the stack pointer when the dump was written (None: no register context)
+    sp: int | None = None
+
+    @property
+    def stack_size(self) -> int:
+        return (self.stack_end or 0) - (self.stack_start or 0)
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """One entry of a minidump's MemoryInfoList (what VirtualQuery said of a range of address space)."""
+
+    base: int
+    size: int
+    allocation_base: int
+    state: str  # "commit" | "reserve" | "free"
+    type: str  # "image" | "mapped" | "private" | "" (free memory has no type)
+    protect: int  # PAGE_* flags
+    allocation_protect: int
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
 @dataclass
 class Dump:
     """What every reader provides."""
@@ -45,13 +78,30 @@ class Dump:
     os: str  # "windows" | "linux" | ...
     memory: AddressSpace
     modules: list[Module] = field(default_factory=list)
-    threads: int = 0
+    threads: list[Thread] = field(default_factory=list)
     pid: int | None = None
     process_name: str | None = None
     os_version: str | None = None
     warnings: list[str] = field(default_factory=list)
     #: reader-specific description of the container, used by ``trim``
     container: Any = None
+    #: a minidump's MemoryInfoList: the whole address space, committed, reserved and free (empty: none)
+    memory_info: list[MemoryInfo] = field(default_factory=list)
+    #: the file's size, and the size its own tables say it has (its streams, notes and memory)
+    file_size: int = 0
+    expected_size: int = 0
+
+    @property
+    def truncated_bytes(self) -> int:
+        """Bytes the file's own tables describe past its end (0: the file is whole)."""
+        return max(0, self.expected_size - self.file_size)
+
+    def truncation(self) -> str | None:
+        """One sentence on the file being cut short, or None when it is whole."""
+        if not self.truncated_bytes:
+            return None
+        return (f"the dump file is truncated: it holds {self.file_size:,} of the {self.expected_size:,} bytes its "
+                f"own tables describe ({self.truncated_bytes:,} missing)")
 
     def find_module(self, *names: str) -> Module | None:
         wanted = {n.lower() for n in names}

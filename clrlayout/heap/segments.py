@@ -73,6 +73,10 @@ class GcHeap:
     #: known ranges inside segments that hold no objects (allocation contexts)
     gaps: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    #: where objects can be, as far as the GC's bookkeeping could be read, also when the exact walk is not
+    #: possible: (start, end) ranges, end None for "as far as the dump's memory goes"; None when nothing of
+    #: the bookkeeping could be read (a scan then looks at all of the process's own memory)
+    bounds: list | None = None
 
     @property
     def exact(self) -> bool:
@@ -191,13 +195,16 @@ def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
         return _fallback(heap, "the server GC's heaps are not in the dump")
     heap.gc_mode = "workstation" if dv.fields.get("generation_table") else "server"
     seen: set[int] = set()
+    heap.bounds = []
+    problems = []
     for table, alloc_allocated, eph_ptr in heaps:
-        if not eph_ptr or alloc_allocated is None:
-            return _fallback(heap, "GcDacVars found, but an ephemeral segment or alloc_allocated is not in the dump")
         problem = _segments(heap, space, dv, spec, table, alloc_allocated, eph_ptr, seen, limits)
         if problem:
-            return _fallback(heap, problem)
+            problems.append(problem)
+    if problems:
+        return _fallback(heap, problems[0])
     if sum(s.ephemeral for s in heap.segments) != len(heaps):
+        heap.bounds = None  # a layout these lists do not describe (regions): they bound nothing
         return _fallback(heap, "an ephemeral segment is not in its generation 2 segment list")
     return heap
 
@@ -238,6 +245,11 @@ def _segments(heap: GcHeap, space: AddressSpace, dv: GcDacVars, spec: dict, tabl
                 space.try_read_pointer(base + gen["alloc_ptr"][arch_key]),
                 space.try_read_pointer(base + gen["alloc_limit"][arch_key]))
 
+    if eph_ptr and alloc_allocated is not None and eph_ptr < alloc_allocated:
+        # the ephemeral segment's objects lie between its header and alloc_allocated, whatever is missing
+        heap.bounds.append((eph_ptr, alloc_allocated))
+    if not eph_ptr or alloc_allocated is None:
+        return "GcDacVars found, but an ephemeral segment or alloc_allocated is not in the dump"
     _, ctx_ptr, ctx_limit = generation(0)
     if ctx_ptr and ctx_limit and ctx_ptr < ctx_limit:
         heap.gaps.append((ctx_ptr, ctx_limit))
@@ -253,6 +265,8 @@ def _segments(heap: GcHeap, space: AddressSpace, dv: GcDacVars, spec: dict, tabl
             seg = _read_segment(space, address, seg_names)
             if seg is None or not _segment_ok(seg, address, space.pointer_size):
                 heap.warnings.append(f"heap_segment at {address:#x} is missing or inconsistent; its list is cut there")
+                if address != eph_ptr:
+                    heap.bounds.append((address, None))  # a segment starts there; where it ends is unknown
                 break
             ephemeral = address == eph_ptr
             end = alloc_allocated if ephemeral else seg["allocated"]
@@ -262,6 +276,7 @@ def _segments(heap: GcHeap, space: AddressSpace, dv: GcDacVars, spec: dict, tabl
             heap.segments.append(Segment(start=seg["mem"], end=end, kind=seg_kind, header=address,
                                          ephemeral=ephemeral, used=seg["used"], committed=seg["committed"],
                                          reserved=seg["reserved"], flags=seg["flags"]))
+            heap.bounds.append((seg["mem"], end))
             address = seg["next"]
     return None
 
@@ -269,5 +284,7 @@ def _segments(heap: GcHeap, space: AddressSpace, dv: GcDacVars, spec: dict, tabl
 def _fallback(heap: GcHeap, reason: str) -> GcHeap:
     heap.method = "object-scan"
     heap.segments = []
+    if not heap.bounds:  # nothing of the bookkeeping was readable
+        heap.bounds = None
     heap.warnings.append(f"exact heap walk unavailable: {reason}")
     return heap
