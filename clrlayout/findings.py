@@ -18,6 +18,7 @@ class FindingKind(enum.IntEnum):
     STRING_TOO_LONG = 22
     MEMORY_MISSING = 200
     SEGMENT_UNREADABLE = 201
+    METHOD_TABLE_MISSING = 202
 
     @property
     def slug(self) -> str:

@@ -209,3 +209,34 @@ def test_duplicates_are_separate_objects(analysis, sample):
         found = {s.address for s in analysis.iter_strings() if s.value == value}
         # the copies the target made, plus the interned literal they were copied from
         assert fresh < found and len(found) == len(fresh) + 1
+
+
+def test_one_corrupt_length_loses_one_object_not_the_segment(sample, tmp_path):
+    """A string whose length is flipped to 29 GB: the walk reports it (with the bytes skipped), resumes at
+    the next object and lists every other string of the segment, with either walker."""
+    import os
+
+    from clrlayout.findings import FindingKind
+
+    with open_session(str(sample.path)) as a:
+        strings = list(a.iter_strings())
+        soh = [s for s in strings if not s.large]
+        victim = soh[len(soh) // 2]
+        offset = a.dump.memory.region_at(victim.address + a.profile.string.length_offset)
+        at = offset.offset + victim.address + a.profile.string.length_offset - offset.start
+    data = bytearray(sample.path.read_bytes())
+    data[at : at + 4] = (0x6C8012B4).to_bytes(4, "little")  # 1.8 G characters: 3.6 GB, far past the segment
+    broken = tmp_path / sample.path.name
+    broken.write_bytes(data)
+    for walker in ("vectorised", "reference"):
+        if walker == "reference":
+            os.environ["CLRLAYOUT_WALKER"] = "reference"
+        try:
+            with open_session(str(broken)) as a:
+                found = [s.address for s in a.iter_strings()]
+                findings = list(a.findings)
+        finally:
+            os.environ.pop("CLRLAYOUT_WALKER", None)
+        assert found == [s.address for s in strings if s.address != victim.address], walker
+        assert [(f.kind, f.address) for f in findings] == [(FindingKind.OBJECT_PAST_SEGMENT_END, victim.address)]
+        assert f"({victim.aligned_size:,} bytes skipped)" in findings[0].detail

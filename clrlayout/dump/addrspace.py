@@ -94,7 +94,10 @@ class AddressSpace:
     """Target memory: sorted, non-overlapping regions backed by a source."""
 
     def __init__(self, source, regions, pointer_size: int, little_endian: bool = True,
-                 limits: Limits = DEFAULT_LIMITS):
+                 limits: Limits = DEFAULT_LIMITS, described=None, partial: bool = False):
+        """``described``: (start, end) ranges the dump describes as the process's memory, whether or not it
+        holds their bytes; ``partial``: the dump leaves memory out without saying which (both tell memory
+        the dump lacks from addresses that were never the process's: :meth:`is_absent`)."""
         if pointer_size not in (4, 8):
             raise ValueError(f"pointer size {pointer_size}")
         self.source = source
@@ -125,6 +128,14 @@ class AddressSpace:
                 spans.append(r)
         self._spans = spans
         self._span_starts = [r.start for r in spans]
+        self.partial = partial
+        self._described: list[tuple[int, int]] = []
+        for lo, hi in sorted(described or ()):
+            if self._described and lo <= self._described[-1][1]:
+                self._described[-1] = (self._described[-1][0], max(self._described[-1][1], hi))
+            elif lo < hi:
+                self._described.append((lo, hi))
+        self._described_starts = [lo for lo, _ in self._described]
         e = "<" if little_endian else ">"
         self._ptr = struct.Struct(e + ("Q" if pointer_size == 8 else "I"))
         self._u32 = struct.Struct(e + "I")
@@ -179,6 +190,16 @@ class AddressSpace:
             i -= 1
             start = min(start, self._regions[i].start)
         return start
+
+    def is_absent(self, address: int) -> bool:
+        """Whether ``address`` is memory of the process that the dump does not hold (a trimmed or cut dump,
+        pages a core left out), as opposed to an address that was never the process's memory."""
+        if self.region_at(address) is not None:
+            return False
+        if self.partial:
+            return True
+        i = bisect.bisect_right(self._described_starts, address) - 1
+        return i >= 0 and address < self._described[i][1]
 
     def is_mapped(self, address: int, size: int = 1) -> bool:
         return self.mapped_end(address) >= address + size

@@ -91,6 +91,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
     elf.stream = _stream_for(elf.stream, on_disk, source, notes_end)
     container = ElfContainer(elfclass=elf.elfclass, little_endian=elf.little_endian, header=dict(elf.header))
     regions, missing = [], 0
+    described = []  # every mapping, saved or not
     modules: list[Module] = []
     threads: list[tuple[int, int | None]] = []  # (thread id, stack pointer)
     pid, process_name = None, None
@@ -101,6 +102,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
         if h["p_type"] in ("PT_LOAD", "PT_NOTE") and h["p_filesz"]:
             expected = max(expected, h["p_offset"] + h["p_filesz"])
         if h["p_type"] == "PT_LOAD":
+            described.append((h["p_vaddr"], h["p_vaddr"] + h["p_memsz"]))
             size, offset = h["p_filesz"], h["p_offset"]
             if size and offset + size > source.size:
                 missing += offset + size - max(offset, source.size)
@@ -139,7 +141,8 @@ def _read(path: str, source, limits: Limits) -> Dump:
     if not modules:
         r.warn("no NT_FILE note: module paths and bases are unknown")
     limits.check("memory range count", len(regions), "max_memory_ranges", path)
-    space = AddressSpace(source, regions, pointer_size, little_endian=elf.little_endian, limits=limits)
+    space = AddressSpace(source, regions, pointer_size, little_endian=elf.little_endian, limits=limits,
+                         described=described)
     if space.overlaps:
         r.warn(f"{space.overlaps} PT_LOAD segments overlap others; the first copy is used")
     return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,

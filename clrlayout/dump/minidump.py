@@ -108,6 +108,8 @@ MEMORY64_LIST = 9
 COMMENT_A = 10
 MISC_INFO = 15
 MEMORY_INFO_LIST = 16
+# MINIDUMP_TYPE flags of the header
+MINIDUMP_WITH_FULL_MEMORY = 0x2
 KNOWN_STREAM_TYPES = set(range(0, 26)) | {0xFFFF}
 
 # SystemInfo.ProcessorArchitecture -> clrlayout arch
@@ -317,7 +319,10 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     if container.skipped_streams:
         kinds = ", ".join(f"{t:#x}" for t in container.skipped_streams)
         r.warn(f"skipped stream types that are not part of the minidump format: {kinds}")
-    space = AddressSpace(source, regions, pointer_size, limits=limits)
+    # a dump that is not a full-memory one leaves memory out; its MemoryInfoList, if any, says which
+    committed = [(m.base, m.end) for m in memory_info if m.state == "commit"]
+    space = AddressSpace(source, regions, pointer_size, limits=limits, described=committed,
+                         partial=not committed and not header.Flags & MINIDUMP_WITH_FULL_MEMORY)
     if space.overlaps:
         r.warn(f"{space.overlaps} memory ranges overlap others; the first copy is used")
     expected = max([header.StreamDirectoryRva + count * DIRECTORY_ENTRY_SIZE]

@@ -316,9 +316,18 @@ class FastWalker:
 
         offs, mtv, counts, aligned, nxt, breaks = candidates()
         full = len(words) * ptr
+        ref = self._reference()
+
+        def resync(start: int) -> int | None:
+            """The next plausible object at or after byte offset ``start``, as an address (None: the segment
+            is done; without ``far``, also when it is not in this window)."""
+            found = ref.next_object(data, base, base + start, base + stop, seg)
+            if found is None and far:
+                found = ref._resync(base + max(start, min(stop, full)), seg.end, seg)
+            return found
+
         cur = pos - base
-        end_of_walk = False
-        while cur < stop:
+        while cur is not None and cur < stop:
             if cur >= computed and computed < full:  # past a short look-ahead: the rest of the window
                 offs, mtv, counts, aligned, nxt, breaks = candidates(cur)
             i = int(np.searchsorted(offs, cur))
@@ -328,16 +337,19 @@ class FastWalker:
                 # after it are the next window's, or stale bytes past the segment (the gen0 tail beyond
                 # alloc_allocated often holds old objects back to back with the last live one)
                 cut = int(np.searchsorted(offs, stop, side="left"))
-                # objects that start in the window must end inside the segment
+                # objects that start in the window must end inside the segment: one that does not is
+                # corrupt (a bad length); the walk resumes at the next plausible object
                 over = np.flatnonzero(nxt[i : min(b, cut - 1) + 1] > seg_end)
                 if len(over):
                     j = i + int(over[0])
                     if j > i:
                         take(i, j - 1)
-                    self.findings.add(FindingKind.OBJECT_PAST_SEGMENT_END, base + int(offs[j]),
-                                      f"object of {int(aligned[j]):,} bytes runs past the segment end {seg.end:#x}")
-                    end_of_walk = True
-                    break
+                    found = resync(int(offs[j]) + ptr)
+                    ref.past_end(base + int(offs[j]), int(aligned[j]), found, seg)
+                    cur = None if found is None else found - base
+                    if cur is not None and cur < stop and self.mts.valid_count != self._table_size:
+                        offs, mtv, counts, aligned, nxt, breaks = candidates(cur)
+                    continue
                 if b >= cut:  # the run goes past this window: keep the part that starts in it
                     if cut > i:
                         take(i, cut - 1)
@@ -350,29 +362,19 @@ class FastWalker:
             if cur + ptr > len(data) - (len(data) % ptr):
                 break  # past the buffer: the next window starts here
             raw = int(words[cur // ptr])
+            if raw and self.mts.get(raw & unmask) is not None:
+                # a valid MethodTable not seen before: learn it, recompute from here (a short look-ahead
+                # first: the first windows learn dozens of MethodTables in a row)
+                offs, mtv, counts, aligned, nxt, breaks = candidates(cur, LEARN_SPAN)
+                continue
+            found = resync(cur + ptr)
             if raw:
-                mt = self.mts.get(raw & unmask)
-                if mt is not None:  # a valid MethodTable not seen before: learn it, recompute from here (a
-                    # short look-ahead first: the first windows learn dozens of MethodTables in a row)
-                    offs, mtv, counts, aligned, nxt, breaks = candidates(cur, LEARN_SPAN)
-                    continue
-                self.findings.add(FindingKind.BAD_METHOD_TABLE, base + cur, f"{raw:#x} is not a valid MethodTable")
-            start = cur + ptr
-            nxt_cur = self._resync_in(words, start, min(stop, computed), offs, unmask)
-            while nxt_cur is None and computed < min(stop, full):  # candidates were known only so far
-                start = max(start, computed)
-                offs, mtv, counts, aligned, nxt, breaks = candidates(start)
-                nxt_cur = self._resync_in(words, start, stop, offs, unmask)
-            if nxt_cur is None:
-                # nothing more in this window: look further in the segment
-                found = self._resync_beyond(base + max(cur + ptr, stop), seg) if far else None
-                cur = None if found is None else found - base
-                break
-            if self.mts.valid_count != self._table_size:
-                offs, mtv, counts, aligned, nxt, breaks = candidates(nxt_cur)
-            cur = nxt_cur
+                ref.bad_object(base + cur, raw, found, seg)
+            cur = None if found is None else found - base
+            if cur is not None and cur < stop and self.mts.valid_count != self._table_size:
+                offs, mtv, counts, aligned, nxt, breaks = candidates(cur)
 
-        next_pos = None if (end_of_walk or cur is None) else base + cur
+        next_pos = None if cur is None else base + cur
         if next_pos is not None and next_pos >= seg.end:
             next_pos = None
         if not parts:
@@ -380,30 +382,15 @@ class FastWalker:
         cat = [np.concatenate([x[n] for x in parts]) for n in range(4)]
         return WindowObjects(base, data, *cat, seg), next_pos
 
-    def _resync_in(self, words: np.ndarray, start: int, stop: int, offs: np.ndarray, unmask: int) -> int | None:
-        """Like HeapWalker._resync inside the buffer: the first aligned word >= start that is a valid
-        MethodTable (known ones are candidates; other non-zero words before the next candidate are checked)."""
-        ptr = self.profile.pointer_size
-        start += (-start) % ptr
-        i = int(np.searchsorted(offs, start))
-        limit = int(offs[i]) if i < len(offs) else min(stop, len(words) * ptr)
-        seg = words[start // ptr : limit // ptr]
-        for j in np.flatnonzero(seg):
-            if self.mts.get(int(seg[j]) & unmask) is not None:
-                return start + int(j) * ptr
-        if i < len(offs):
-            return int(offs[i])
-        return None
-
-    def _resync_beyond(self, address: int, seg: Segment) -> int | None:
+    def _reference(self):
+        """The per-object walker over the same memory, MethodTables and findings: the one place that
+        decides where a walk resumes after an anomaly, and how the anomaly is reported."""
         from .walk import HeapWalker
 
-        return HeapWalker(self.space, self.mts, self.findings)._resync(address, seg.end, seg)
+        return HeapWalker(self.space, self.mts, self.findings)
 
     def _missing(self, pos: int, seg: Segment) -> int | None:
-        from .walk import HeapWalker
-
-        w = HeapWalker(self.space, self.mts, self.findings)
+        w = self._reference()
         nxt = w._next_mapped(pos, seg.end)
         self.findings.add(FindingKind.MEMORY_MISSING, pos, f"heap memory {pos:#x}-{(nxt or seg.end):#x} is not in the dump")
         if nxt is None:

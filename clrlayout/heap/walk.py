@@ -93,9 +93,8 @@ class HeapWalker:
                 continue
             mt = get_mt(raw_mt & unmask)
             if mt is None:
-                self.findings.add(FindingKind.BAD_METHOD_TABLE, pos,
-                                  f"{raw_mt:#x} is not a valid MethodTable")
                 nxt = self._resync(pos + ptr, end, seg, buf, buf_start)
+                self.bad_object(pos, raw_mt, nxt, seg)
                 if nxt is None:
                     return
                 pos = nxt
@@ -106,11 +105,32 @@ class HeapWalker:
             size = mt.base_size + mt.component_size * ncomp
             aligned = max((size + align) & ~align, min_size)
             if pos + aligned > end:
-                self.findings.add(FindingKind.OBJECT_PAST_SEGMENT_END, pos,
-                                  f"object of {aligned:,} bytes runs past the segment end {end:#x}")
-                return
+                nxt = self._resync(pos + ptr, end, seg, buf, buf_start)
+                self.past_end(pos, aligned, nxt, seg)
+                if nxt is None:
+                    return
+                pos = nxt
+                continue
             yield HeapObject(pos, mt.address, size, aligned, ncomp, mt, seg)
             pos += aligned
+
+    # --- anomalies, reported the same way by both walkers -------------------------------------------
+
+    def bad_object(self, pos: int, raw_mt: int, nxt: int | None, seg: Segment) -> None:
+        """The object at ``pos`` has no valid MethodTable: its memory is missing, or it is corrupt."""
+        mt = raw_mt & ~self.profile.object.method_table_unmask
+        if self.space.is_absent(mt):
+            self.findings.add(FindingKind.METHOD_TABLE_MISSING, pos,
+                              f"the MethodTable {mt:#x} is not in the dump{_skipped(pos, nxt, seg)}")
+        else:
+            self.findings.add(FindingKind.BAD_METHOD_TABLE, pos,
+                              f"{raw_mt:#x} is not a valid MethodTable{_skipped(pos, nxt, seg)}")
+
+    def past_end(self, pos: int, aligned: int, nxt: int | None, seg: Segment) -> None:
+        self.findings.add(FindingKind.OBJECT_PAST_SEGMENT_END, pos,
+                          f"object of {aligned:,} bytes runs past the segment end {seg.end:#x}{_skipped(pos, nxt, seg)}")
+
+    # --- finding the next object ------------------------------------------------------------------
 
     def _next_mapped(self, pos: int, end: int) -> int | None:
         r = self.space.next_region(pos + 1)
@@ -118,21 +138,64 @@ class HeapWalker:
             return None
         return max(r.start, pos + 1)
 
-    def _resync(self, pos: int, end: int, seg: Segment, buf: bytes = b"", buf_start: int = 0) -> int | None:
-        """The next address >= pos, pointer-aligned, whose word is a valid MethodTable (None: segment end).
+    def plausible(self, q: int, mt: MethodTable, seg: Segment, buf, buf_start: int) -> bool:
+        """Whether a valid MethodTable at ``q`` starts a real object: it fits in the segment, and what
+        follows it is the segment's end, memory the dump lacks, a zeroed gap or another valid object.
+        (A MethodTable value held as data inside an object rarely passes: what follows its "end" is the
+        rest of that object.)  ``buf`` holds memory from ``buf_start``; what it lacks is read."""
+        p = self.profile
+        ptr = p.pointer_size
+        align = (p.object.large_object_alignment if seg.large else p.object.alignment) - 1
+        count = 0
+        if mt.component_size:
+            at = q + ptr - buf_start
+            data = buf[at : at + 4] if 0 <= at and at + 4 <= len(buf) else self.space.try_read(q + ptr, 4)
+            if data is None:
+                return True  # cannot be disproved
+            count = self._u32.unpack_from(data)[0]
+        nxt = q + max((mt.base_size + mt.component_size * count + align) & ~align, p.object.min_object_size)
+        if nxt > seg.end:
+            return False
+        if nxt == seg.end:
+            return True
+        at = nxt - buf_start
+        data = buf[at : at + ptr] if at + ptr <= len(buf) else self.space.try_read(nxt, ptr)
+        if data is None:
+            return True
+        after = self._word.unpack_from(data)[0]
+        return after == 0 or self.mts.get(after & ~p.object.method_table_unmask) is not None
 
-        Each window is looked at once: its non-zero words are found by numpy and only they are checked,
-        so that a segment full of garbage costs one MethodTable probe per word, not a copy per word."""
+    def next_object(self, buf, buf_start: int, start: int, stop: int, seg: Segment) -> int | None:
+        """The first pointer-aligned address in [start, stop), inside ``buf`` (memory from ``buf_start``),
+        where a plausible object starts; None if there is none there.
+
+        Only the buffer's non-zero words are looked at (found by numpy), each value probed once as a
+        MethodTable: a region full of garbage costs one probe per distinct word, not a copy per word."""
         ptr = self.profile.pointer_size
         unmask = ~self.profile.object.method_table_unmask
-        pos += (-pos) % ptr
+        start += (-start) % ptr
+        first = (start - buf_start) // ptr
+        last = min(stop - buf_start, len(buf)) // ptr
+        if last <= first or (start - buf_start) % ptr:
+            return None
+        words = np.frombuffer(buf, dtype=self._np_word, count=last - first, offset=first * ptr)
         get_mt = self.mts.get
+        for j in np.flatnonzero(words).tolist():
+            q = start + j * ptr
+            mt = get_mt(int(words[j]) & unmask)
+            if mt is not None and self.plausible(q, mt, seg, buf, buf_start):
+                return q
+        return None
+
+    def _resync(self, pos: int, end: int, seg: Segment, buf: bytes = b"", buf_start: int = 0) -> int | None:
+        """The next address >= pos where a plausible object starts (None: the segment's end)."""
+        ptr = self.profile.pointer_size
+        pos += (-pos) % ptr
         while pos < end:
             off = pos - buf_start
             if off < 0 or off + ptr > len(buf):
                 buf_start = pos
                 buf = self.space.read_available(pos, min(self.space.limits.window, end - pos))
-                off = 0
                 if len(buf) < ptr:
                     nxt = self._next_mapped(pos, end)
                     if nxt is None:
@@ -140,10 +203,15 @@ class HeapWalker:
                     pos = nxt + (-nxt) % ptr
                     buf = b""
                     continue
-            count = (len(buf) - off) // ptr
-            words = np.frombuffer(buf, dtype=self._np_word, count=count, offset=off)
-            for j in np.flatnonzero(words).tolist():
-                if get_mt(int(words[j]) & unmask) is not None:
-                    return pos + j * ptr
-            pos += count * ptr
+            found = self.next_object(buf, buf_start, pos, end, seg)
+            if found is not None:
+                return found
+            pos = buf_start + len(buf) - len(buf) % ptr
         return None
+
+
+def _skipped(pos: int, nxt: int | None, seg: Segment) -> str:
+    """How far a walk went to get past an anomaly at ``pos``."""
+    if nxt is None:
+        return f"; nothing valid follows: the rest of the segment ({seg.end - pos:,} bytes) is skipped"
+    return f"; the walk resumes at {nxt:#x} ({nxt - pos:,} bytes skipped)"

@@ -18,6 +18,7 @@ from ..dump.minidump import (
     MINIDUMP_THREAD,
     MISC_INFO,
     MODULE_LIST,
+    MINIDUMP_WITH_FULL_MEMORY,
     MODULE_SIZE,
     SYSTEM_INFO,
     THREAD_LIST,
@@ -122,7 +123,8 @@ def write_minidump(dump, ranges, f, comment: str) -> int:
     header = dump.container.header
     f.write(MINIDUMP_HEADER.build(dict(Version=header.Version, ImplementationVersion=header.ImplementationVersion,
                                        NumberOfStreams=n_streams, StreamDirectoryRva=MINIDUMP_HEADER.sizeof(),
-                                       CheckSum=0, TimeDateStamp=header.TimeDateStamp, Flags=header.Flags)))
+                                       CheckSum=0, TimeDateStamp=header.TimeDateStamp,
+                                       Flags=header.Flags & ~MINIDUMP_WITH_FULL_MEMORY)))  # not all of it now
     for kind, size, rva in directory:
         f.write(MINIDUMP_DIRECTORY.build(dict(StreamType=kind, Location=dict(DataSize=size, Rva=rva))))
     body = bytearray(blob.buf.getvalue())
