@@ -19,7 +19,7 @@ import click
 import numpy as np
 
 from . import __version__
-from .errors import ClrLayoutError, ExitCode, FindingsError, UnsupportedType
+from .errors import ClrLayoutError, ExitCode, NotExact, OutputError, UnsupportedType, UsageError
 from .limits import limits_from_env
 
 STRING_TYPES = {"System.String", "string", "String"}
@@ -44,7 +44,12 @@ ADDRESS = Address()
 
 
 def out(line: str = "") -> None:
-    click.echo(line)
+    try:
+        click.echo(line)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(f"cannot write the output: {e.strerror or e}") from None
 
 
 def warn(message: str) -> None:
@@ -106,6 +111,11 @@ def _open(file, mt, profile, heap):
 def make_filter(min_length, max_length, contains, regex, address_range):
     from .analyses.filters import StringFilter
 
+    if min_length is not None and max_length is not None and min_length > max_length:
+        raise UsageError(f"--min-length {min_length} is more than --max-length {max_length}: nothing can match")
+    if address_range and address_range[1] <= address_range[0]:
+        raise UsageError(f"--address-range {address_range[0]:#x} {address_range[1]:#x}: the end is not above "
+                         f"the start")
     return StringFilter(min_length, max_length, contains, regex, tuple(address_range) if address_range else None)
 
 
@@ -114,21 +124,34 @@ def _type_check(type_name: str) -> None:
         raise UnsupportedType(f"--type {type_name}: only System.String is supported")
 
 
-def _report(analysis, quiet: bool, strict: bool = False) -> None:
-    """Warnings and findings on stderr; under --strict, findings are an error."""
+def _preamble(session, quiet: bool) -> None:
+    """What qualifies the whole answer (a heuristic scan, a truncated file, memory the dump lacks), on
+    stderr before the answer: on a big dump the listing would bury it."""
     if not quiet:
-        for w in analysis.warnings:
+        for w in session.warnings:
             warn(w)
-        f = analysis.findings
+    session.warned = len(session.warnings)
+
+
+def _report(session, quiet: bool, strict: bool = False) -> None:
+    """After the answer: what the walk found (heap anomalies, each at its address) and any warning that came
+    up since the preamble.  Under --strict, an answer that is not exact and complete is an error."""
+    if not quiet:
+        for w in session.warnings[getattr(session, "warned", 0):]:
+            warn(w)
+        f = session.findings
         for item in f:
             warn(str(item))
         if f.count > len(f.items):
             warn(f"... and {f.count - len(f.items)} more findings")
-    if strict and analysis.findings.count:
-        raise FindingsError(f"{analysis.findings.count} heap anomalies found (--strict)")
+    if strict:
+        problems = session.problems()
+        if problems:
+            raise NotExact("not exact and complete (--strict): " + "; ".join(problems))
 
 
-EXIT_CODES = ("Exit codes: 0 ok; 1 findings under --strict, or a failed live check; 2 usage; 3 unreadable, "
+EXIT_CODES = ("Exit codes: 0 ok; 1 an answer not exact and complete under --strict, or a failed live check; "
+              "2 usage; 3 unreadable, "
               "truncated or unsupported dump; 4 no .NET runtime, GC heap or System.String type found; 5 bad "
               "layout profile; 6 output not written; 7 live runtime not installed; 70 a bug in clrlayout.")
 
@@ -158,6 +181,7 @@ def info(file, fmt, mt, profile, heap, quiet):
 
     with _open(file, mt, profile, heap) as a:
         data = a.info
+        _preamble(a, quiet)
         if fmt == "json":
             from .present.jsonout import dumps
 
@@ -186,9 +210,13 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
     from .present import text
 
     _type_check(type_name)
+    if layout and fmt == "csv":
+        raise UsageError("--layout has no CSV form: use --format table or jsonl")
+    selected = make_filter(min_length, max_length, contains, regex, address_range)
     with _open(file, mt, profile, heap) as a:
         ptr = a.profile.pointer_size
-        selected = make_filter(min_length, max_length, contains, regex, address_range)
+        a.string_method_table()
+        _preamble(a, quiet)
         if fmt == "table" and not layout:
             out(text.dumpheap_header(ptr))
         if fmt == "csv":
@@ -228,7 +256,7 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
                 aligned += int(batch.aligned_sizes.sum())
                 if layout:
                     for s in batch.objects():
-                        _print_layout(a, s)
+                        _print_layout(a, s, fmt)
                 else:
                     sys.stdout.flush()
                     parallel.write_out(render(batch))  # a list of bytes
@@ -272,13 +300,19 @@ def _progress(a, enabled: bool):
     return ScanProgress(sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes, enabled)
 
 
-def _print_layout(a, s) -> None:
+def _print_layout(a, s, fmt: str = "table") -> None:
     from .objects.layout import string_layout
     from .present import hexview, text
     from .objects.strings import object_span
 
     start, span = object_span(a.profile, s.address, s.length, s.large)
     data = a.dump.memory.read(start, span)
+    if fmt == "jsonl":
+        from .present.jsonout import dumps, layout_record, string_record
+
+        lay = string_layout(a.profile, s.length, s, data, s.large)
+        out(dumps({**string_record(s), "layout": layout_record(lay)}))
+        return
     lay = string_layout(a.profile, s.length, s, data, s.large, max_value_chars=60)
     title = (f"System.String at {s.address:#x} (MethodTable {s.method_table:#x}, "
              f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {'LOH' if s.large else 'SOH'}):")
@@ -311,6 +345,8 @@ def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_l
     _type_check(type_name)
     selected = make_filter(min_length, max_length, contains, regex, address_range)
     with _open(file, mt, profile, heap) as a:
+        a.string_method_table()
+        _preamble(a, quiet)
         dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
         try:
             result, found = _collect_stats(a, jobs, fmt, selected, dups)
@@ -459,10 +495,37 @@ def live(ctx, runtime, max_length, fmt, capture, profile):
 # --- entry point ------------------------------------------------------------------------------------
 
 
+def _utf8_output() -> None:
+    """Values hold any character: stdout is UTF-8 whatever the console encoding says when it goes to a file
+    or a pipe (Python on Windows often gets cp1252 there); on a terminal, and on stderr, what the encoding
+    cannot hold is written as a backslash escape instead of failing."""
+    import io
+
+    for stream, terminal_only in ((sys.stdout, False), (sys.stderr, True)):
+        if not isinstance(stream, io.TextIOWrapper):
+            continue
+        try:
+            if stream.isatty() or terminal_only:
+                stream.reconfigure(errors="backslashreplace")
+            elif (stream.encoding or "").lower().replace("-", "") != "utf8":
+                stream.reconfigure(encoding="utf-8", errors="strict")
+        except (OSError, ValueError):
+            pass
+
+
+def _usage_line(e: click.ClickException) -> str:
+    """click's usage error as the one line every other error is."""
+    hint = ""
+    if isinstance(e, click.UsageError) and e.ctx is not None:
+        hint = f" (see '{e.ctx.command_path} --help')"
+    return f"clrlayout: error: {e.format_message()}{hint}"
+
+
 def main(argv=None) -> int:
     from .util.allocator import reuse_freed_memory
 
     reuse_freed_memory()
+    _utf8_output()
     try:
         rv = cli.main(args=argv, prog_name="clrlayout", standalone_mode=False)
         return int(rv or 0)
@@ -475,7 +538,7 @@ def main(argv=None) -> int:
             return 0
         raise
     except click.ClickException as e:
-        e.show()
+        click.echo(_usage_line(e), err=True)
         return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
     except click.exceptions.Abort:
         click.echo("clrlayout: aborted", err=True)
@@ -511,6 +574,9 @@ def entry_point() -> None:
     except BrokenPipeError:  # `clrlayout ... | head`: the reader left; not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    except OSError as e:  # the last of the output could not be written (a full disk)
+        click.echo(f"clrlayout: error: cannot write the output: {e.strerror or e}", err=True)
+        code = int(ExitCode.OUTPUT)
     if sys.argv[1:2] != ["live"]:  # `live` exits normally, which shuts the hosted runtime down
         # all is written: leave without tearing the interpreter down (30 ms of a 0.5 s `stats`)
         sys.stderr.flush()

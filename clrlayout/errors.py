@@ -13,7 +13,7 @@ class ExitCode(enum.IntEnum):
     """Process exit codes of the ``clrlayout`` command (documented in the README)."""
 
     OK = 0
-    #: findings under ``--strict``, or a failed check in ``clrlayout live``
+    #: under ``--strict``, an answer that is not exact and complete; or a failed check in ``clrlayout live``
     FINDINGS = 1
     #: bad command line (click's own code)
     USAGE = 2
@@ -195,15 +195,23 @@ class LiveRuntimeUnavailable(ClrLayoutError):
     exit_code = ExitCode.NO_LIVE_RUNTIME
 
 
-class FindingsError(ClrLayoutError):
-    """Raised under ``--strict`` when a scan reported anomalies."""
-
-    code = "findings"
-    exit_code = ExitCode.FINDINGS
-
-
 class ConfigError(ClrLayoutError):
     """A bad setting (e.g. CLRLAYOUT_LIMITS)."""
 
     code = "bad-config"
     exit_code = ExitCode.USAGE
+
+
+class UsageError(ClrLayoutError):
+    """A request that cannot apply to this dump or these profiles (a 32-bit profile for a 64-bit dump, a
+    runtime version no profile covers, a filter that can select nothing)."""
+
+    code = "usage"
+    exit_code = ExitCode.USAGE
+
+
+class NotExact(ClrLayoutError):
+    """Raised under ``--strict`` when the answer is not exact and complete."""
+
+    code = "not-exact"
+    exit_code = ExitCode.FINDINGS

@@ -6,6 +6,7 @@ Kinds follow ClrMD's ObjectCorruptionKind ranges: 0-99 placement and object shap
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -23,6 +24,11 @@ class FindingKind(enum.IntEnum):
     @property
     def slug(self) -> str:
         return self.name.lower().replace("_", "-")
+
+    @property
+    def missing_memory(self) -> bool:
+        """Memory the dump does not hold (200+), as opposed to an anomaly of the heap itself."""
+        return self >= 200
 
 
 @dataclass(frozen=True)
@@ -45,11 +51,24 @@ class Findings:
     limit: int = 1000
     items: list = field(default_factory=list)
     count: int = 0
+    #: every finding counted by kind, the ones not kept too
+    kinds: Counter = field(default_factory=Counter)
 
     def add(self, kind: FindingKind, address: int, detail: str) -> None:
         self.count += 1
+        self.kinds[kind] += 1
         if len(self.items) < self.limit:
             self.items.append(Finding(kind, address, detail))
+
+    @property
+    def anomalies(self) -> int:
+        """Findings of the heap itself (not of memory the dump lacks)."""
+        return sum(n for k, n in self.kinds.items() if not k.missing_memory)
+
+    @property
+    def missing(self) -> int:
+        """Findings of memory the dump does not hold."""
+        return self.count - self.anomalies
 
     def __len__(self) -> int:
         return self.count

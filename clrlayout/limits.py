@@ -50,6 +50,8 @@ class Limits:
     #: bytes of per-string entries (hash, length, address: 20 bytes a string) `stats --duplicates` keeps in
     #: memory; beyond this they go to temporary files, so memory does not grow with the number of strings
     duplicate_memory: int = 32 * MiB
+    #: bytes of a dump read from a pipe, standard input or a compressed file, copied to a temporary file
+    max_spool: int = 64 * GiB
 
     @property
     def window(self) -> int:

@@ -67,14 +67,22 @@ def can_share(analysis, jobs: int | None, writes: bool = True) -> bool:
 
 
 def write_out(data) -> None:
-    """Write ``data`` (bytes, or a list of bytes written one after the other) to stdout."""
+    """Write ``data`` (bytes, or a list of bytes written one after the other) to stdout.  A write that fails
+    for another reason than a reader that went away is an :class:`~clrlayout.errors.OutputError`."""
     if data:
         out = sys.stdout.buffer
-        if isinstance(data, (bytes, bytearray)):
-            out.write(data)
-        else:
-            out.writelines(data)
-        out.flush()
+        try:
+            if isinstance(data, (bytes, bytearray)):
+                out.write(data)
+            else:
+                out.writelines(data)
+            out.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            from .errors import OutputError
+
+            raise OutputError(f"cannot write the output: {e.strerror or e}") from None
 
 
 def run_steps(analysis, render: Callable, *, share: bool = False, progress=None,
@@ -125,6 +133,7 @@ class _Result:
     out: StepOutput
     items: list
     found: int
+    kinds: object  # the step's findings counted by kind
     walked: int  # heap bytes the walk went over
     has_data: bool = False  # the child's: output kept back until the parent's verdict
 
@@ -159,7 +168,7 @@ def _render(analysis, render, win, found) -> StepOutput:
 def _step(analysis, steps, render, cursor) -> _Result:
     win, found, nxt, walked = _walk(steps, cursor)
     out = _render(analysis, render, win, found)
-    return _Result(cursor, nxt, out, found.items, found.count, walked)
+    return _Result(cursor, nxt, out, found.items, found.count, found.kinds, walked)
 
 
 def _speculate(analysis, steps, render, key, after: _Result | None = None) -> _Result | None:
@@ -191,6 +200,7 @@ class _Merger:
         room = self.findings.limit - len(self.findings.items)
         self.findings.items.extend(r.items[: max(room, 0)])
         self.findings.count += r.found
+        self.findings.kinds.update(r.kinds)
         if out.extra is not None:
             self.absorb(out.extra)
 

@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 
 from .dump import Dump, open_dump
-from .errors import ClrLayoutError, HeapNotFound, TypeNotFound
+from .errors import ClrLayoutError, HeapNotFound, RuntimeNotFound, TruncatedDump, TypeNotFound, UsageError
 from .findings import FindingKind, Findings
 from .heap.scan import iter_string_addresses, learn_string_method_table
 from .heap.segments import GcHeap, find_gc_heap
@@ -31,7 +31,7 @@ from .objects.strings import StringObject, read_strings
 from .runtime.detect import RuntimeInfo, detect_runtime, profile_for
 from .runtime.methodtable import MethodTables
 from .runtime.monovtable import MonoVTables
-from .runtime.profiles import Profile, load_profile
+from .runtime.profiles import Profile, load_named_profile
 
 __all__ = ["Session", "open_session"]
 
@@ -99,6 +99,7 @@ class Session:
             "gc_heap": {
                 "method": heap.method,
                 "exact": heap.exact,
+                "missing_bytes": self.missing_heap_bytes(),
                 "gc_mode": heap.gc_mode,
                 "gc_dac_vars": None if heap.dac_vars is None else {
                     "address": f"{heap.dac_vars.address:#x}",
@@ -131,16 +132,7 @@ class Session:
             self.mts.string_mt = self.mt_override
             return self.mt_override
         if self.mt_override is not None:
-            raw = self.mts.read_raw(self.mt_override)
-            if raw is None:
-                raise TypeNotFound(f"--mt {self.mt_override:#x}: no MethodTable in the dump there")
-            if not raw.has_component_size or raw.component_size != self.profile.string.component_size:
-                raise TypeNotFound(f"--mt {self.mt_override:#x} is not a System.String MethodTable "
-                                   f"(flags {raw.m_dwFlags:#010x}: component size {raw.component_size})")
-            if raw.m_BaseSize != self.profile.string.base_size:
-                self.warnings.append(f"--mt {self.mt_override:#x} has BaseSize {raw.m_BaseSize}; "
-                                     f"profile {self.profile.label} says {self.profile.string.base_size}")
-            self.mts.string_mt = self.mt_override
+            self.mts.string_mt = self._checked_override(self.mt_override)
             return self.mt_override
         if self.profile.method_table is None:
             raise TypeNotFound("Mono objects carry a MonoVTable, which has no recognisable shape: "
@@ -156,7 +148,69 @@ class Session:
             if found is not None:
                 self.mts.string_mt = found
                 return found
-        raise TypeNotFound(self._why_no_string_mt())
+        raise self._because(TypeNotFound(self._why_no_string_mt()))
+
+    def _checked_override(self, address: int) -> int:
+        """--mt: a MethodTable with System.String's shape (detection's checks, but a BaseSize other than the
+        profile's is a warning: the profile may be the one that is wrong)."""
+        raw = self.mts.read_raw(address)
+        if raw is None:
+            raise self._because(TypeNotFound(f"--mt {address:#x}: no MethodTable in the dump there"))
+        mt = self.mts.get(address)
+        shape = None if mt is None else mt.kind
+        if shape == "class" and raw.component_size == self.profile.string.component_size \
+                and self.mts.looks_like_string(raw, check_base_size=False):
+            self.warnings.append(f"--mt {address:#x} has BaseSize {raw.m_BaseSize}; profile {self.profile.label} "
+                                 f"says {self.profile.string.base_size}")
+            shape = "string"
+        if shape != "string":
+            what = {"array": f"it is an array's (component size {raw.component_size}: System.Char[] has 2)",
+                    "free": "it is the free-object MethodTable", "object": "it is System.Object's",
+                    None: "there is no valid MethodTable there"}.get(
+                shape, f"flags {raw.m_dwFlags:#010x}, BaseSize {raw.m_BaseSize}")
+            raise TypeNotFound(f"--mt {address:#x} is not a System.String MethodTable: {what}")
+        return address
+
+    def _because(self, error: ClrLayoutError) -> ClrLayoutError:
+        """``error``, or, when the dump file is cut short, a TruncatedDump that says so first (what is missing
+        is the likelier cause)."""
+        truncation = self.dump.truncation()
+        if truncation is None:
+            return error
+        return TruncatedDump(f"{truncation}; {error}")
+
+    # --- exactness ----------------------------------------------------------------------------------
+
+    def missing_heap_bytes(self) -> int:
+        """Bytes of the heap's segments that the dump does not hold."""
+        space = self.dump.memory
+        missing = 0
+        for seg in self.heap.segments:
+            pos = seg.start
+            while pos < seg.end:
+                region = space.next_region(pos)
+                if region is None or region.start >= seg.end:
+                    missing += seg.end - pos
+                    break
+                missing += max(0, region.start - pos)
+                pos = max(pos, min(space.mapped_end(region.start), seg.end))
+        return missing
+
+    def problems(self) -> list[str]:
+        """Why this session's answers are not exact and complete (empty: they are): what ``--strict``
+        refuses.  Heap anomalies count as they are found, so ask after the walk."""
+        out = []
+        if self.dump.truncated_bytes:
+            out.append(self.dump.truncation())
+        if not self.heap.exact:
+            out.append("the heap was scanned, not walked exactly (" + "; ".join(self.heap.warnings[-1:]) + ")")
+        elif self.missing_heap_bytes():
+            out.append(f"{self.missing_heap_bytes():,} bytes of the heap are not in the dump")
+        if self.findings.anomalies:
+            out.append(f"{self.findings.anomalies:,} heap anomalies")
+        if self.findings.missing:
+            out.append(f"{self.findings.missing:,} places where the heap's memory is not in the dump")
+        return out
 
     def _why_no_string_mt(self) -> str:
         p = self.profile
@@ -348,10 +402,16 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
     path = dump.path
     try:
         warnings = list(dump.warnings)
-        runtime = detect_runtime(dump)
+        try:
+            runtime = detect_runtime(dump)
+        except RuntimeNotFound as e:
+            truncation = dump.truncation()
+            raise TruncatedDump(f"{truncation}; {e}") if truncation else e from None
         if profile:
-            name, _, version = profile.partition("@")
-            prof = load_profile(name, version or runtime.version_tuple)
+            prof = load_named_profile(profile, runtime.version_tuple)
+            if prof.pointer_size != dump.pointer_size:
+                raise UsageError(f"--profile {profile}: {prof.pointer_size * 8}-bit, but the dump is of a "
+                                 f"{dump.pointer_size * 8}-bit process ({dump.arch})")
         else:
             prof = profile_for(dump, runtime)
         if runtime.version is None:

@@ -38,9 +38,10 @@ class Region(NamedTuple):
 class FileSource:
     """Random access to a dump file, opened read-only."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, fd: int | None = None):
+        """``fd``: an open descriptor to read instead of opening ``path`` (a spooled dump); it is closed here."""
         self.path = path
-        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0)) if fd is None else fd
         self.size = os.fstat(self._fd).st_size
 
     def pread(self, offset: int, size: int) -> bytes:

@@ -136,8 +136,6 @@ def _read(path: str, source, limits: Limits) -> Dump:
                     process_name = name.split(b"\0")[0].decode("utf-8", "replace") if isinstance(name, bytes) else None
                 elif kind == "NT_FILE":
                     modules = _modules_from_nt_file(r, note["n_desc"])
-    if missing:
-        r.warn(f"the dump is truncated: {missing:,} bytes of its memory are not in the file")
     if not modules:
         r.warn("no NT_FILE note: module paths and bases are unknown")
     limits.check("memory range count", len(regions), "max_memory_ranges", path)

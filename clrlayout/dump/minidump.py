@@ -320,8 +320,10 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
         kinds = ", ".join(f"{t:#x}" for t in container.skipped_streams)
         r.warn(f"skipped stream types that are not part of the minidump format: {kinds}")
     # a dump that is not a full-memory one leaves memory out; its MemoryInfoList, if any, says which
+    # ... and memory its lists describe but the file (cut short) does not hold is missing too
     committed = [(m.base, m.end) for m in memory_info if m.state == "commit"]
-    space = AddressSpace(source, regions, pointer_size, limits=limits, described=committed,
+    described = committed + [(start, start + size) for start, size, _ in raw_regions]
+    space = AddressSpace(source, regions, pointer_size, limits=limits, described=described,
                          partial=not committed and not header.Flags & MINIDUMP_WITH_FULL_MEMORY)
     if space.overlaps:
         r.warn(f"{space.overlaps} memory ranges overlap others; the first copy is used")
@@ -367,8 +369,6 @@ def _clip_to_file(r: _Reader, regions, file_size: int):
             missing += offset + size - file_size
             size = file_size - offset
         kept.append((start, size, offset))
-    if missing:
-        r.warn(f"the dump is truncated: {missing:,} bytes of its memory are not in the file")
     return kept
 
 

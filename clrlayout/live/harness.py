@@ -17,7 +17,7 @@ from ..findings import Findings
 from ..objects.header import decode_header
 from ..objects.layout import string_layout
 from ..runtime.methodtable import MethodTables
-from ..runtime.profiles import Profile, load_profile, select_profile
+from ..runtime.profiles import Profile, load_named_profile, parse_version, select_profile
 from ..objects.strings import StringObject, object_span, read_string
 from .host import LiveRuntime, load
 from .report import CaseResult, CaseSpec, Check, LiveReport
@@ -88,8 +88,7 @@ def case_specs(max_length: int) -> list[CaseSpec]:
 
 def _profile_for(runtime: LiveRuntime, profile_name: str | None) -> Profile:
     if profile_name:
-        name, _, version = profile_name.partition("@")
-        return load_profile(name, version or runtime.version)
+        return load_named_profile(profile_name, parse_version(runtime.version))
     return select_profile(runtime.flavor, runtime.arch, runtime.version)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..objects.layout import ObjectLayout
+from . import jsonout
 from .text import layout_table, table
 
 FIELD_ROWS = [("header-padding", "header padding"), ("sync-block", "sync block word"), ("method-table", "MethodTable*"),
@@ -53,12 +54,6 @@ def range_lines(layouts: list[tuple[str, ObjectLayout]]) -> list[str]:
 
 def layout_record(label: str, lay: ObjectLayout) -> dict:
     past_size, past_alloc = lay.word_read_overrun()
-    internal, external = lay.losses()
-    return {
-        "profile": lay.profile.name, "label": label, "flavor": lay.profile.flavor, "arch": lay.profile.arch,
-        "length": lay.length, "sos_size": lay.sos_size, "aligned_size": lay.aligned_size,
-        "space_losses": {"internal": internal, "external": external},
-        "word_read_overrun": {"past_size": past_size, "past_allocation": past_alloc},
-        "rows": [{"offset": r.offset, "size": r.size, "type": r.type, "description": r.description, "role": r.role}
-                 for r in lay.rows],
-    }
+    return {"profile": lay.profile.name, "label": label, "flavor": lay.profile.flavor, "arch": lay.profile.arch,
+            "length": lay.length, **jsonout.layout_record(lay),
+            "word_read_overrun": {"past_size": past_size, "past_allocation": past_alloc}}

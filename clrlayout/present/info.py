@@ -25,7 +25,10 @@ def info_lines(data: dict) -> list[str]:
                                                   if prof["overrides"] else "")))
     rows.append(("Memory", f"{data['memory']['ranges']:,} ranges, {data['memory']['bytes']:,} bytes"))
     how = "exact heap walk from GcDacVars" if heap["exact"] else "checked object scan (heuristic)"
-    rows.append(("GC heap", how + (f", {heap['gc_mode']} GC" if heap["gc_mode"] else "")))
+    how += f", {heap['gc_mode']} GC" if heap["gc_mode"] else ""
+    if heap["exact"] and heap.get("missing_bytes"):
+        how += f"; incomplete: {heap['missing_bytes']:,} bytes of the heap are not in the dump"
+    rows.append(("GC heap", how))
     if heap["gc_dac_vars"]:
         dv = heap["gc_dac_vars"]
         rows.append(("GcDacVars", f"version {dv['version']} at {dv['address']}"))

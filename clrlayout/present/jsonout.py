@@ -43,6 +43,21 @@ def string_record(s: StringObject) -> dict:
     }
 
 
+def layout_record(lay) -> dict:
+    """An object's layout as JSON: the rows (offsets from the object pointer), sizes, space losses, and the
+    object's bytes in hex when they were read from a dump."""
+    internal, external = lay.losses()
+    record = {
+        "sos_size": lay.sos_size, "aligned_size": lay.aligned_size,
+        "space_losses": {"internal": internal, "external": external},
+        "rows": [{"offset": r.offset, "size": r.size, "type": r.type, "description": r.description, "role": r.role,
+                  **({"value": r.value} if r.value is not None else {})} for r in lay.rows],
+    }
+    if lay.data is not None:
+        record["bytes"] = lay.data.hex()
+    return record
+
+
 def string_line(s: StringObject) -> str:
     return dumps(string_record(s))
 

@@ -128,7 +128,7 @@ class MethodTables:
                 return "free"  # g_pFreeObjectMethodTable: zeroed MT with component size 1 (ceemain.cpp)
             if category == f["Category_Array"]:
                 return "array"
-            if category == 0 and raw.component_size == p.string.component_size and self._is_string(raw):
+            if category == 0 and raw.component_size == p.string.component_size and self.looks_like_string(raw):
                 return "string"
             if category == 0:
                 return "class"  # component size but not an array: only strings (and Utf8String) exist
@@ -137,10 +137,12 @@ class MethodTables:
             return "object"
         return "class"
 
-    def _is_string(self, raw) -> bool:
+    def looks_like_string(self, raw, check_base_size: bool = True) -> bool:
+        """System.String's shape: BaseSize as the profile says (unless not asked), no references and no
+        finalizer, and a parent that is System.Object (no components, no parent of its own)."""
         p = self.profile
         f = p.method_table.flags
-        if raw.m_BaseSize != p.string.base_size:
+        if check_base_size and raw.m_BaseSize != p.string.base_size:
             return False
         if raw.m_dwFlags & (f["ContainsPointers"] | f["HasFinalizer"]):
             return False

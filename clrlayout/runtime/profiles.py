@@ -20,7 +20,7 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from ..errors import InvalidProfile, NoMatchingProfile
+from ..errors import InvalidProfile, NoMatchingProfile, UsageError
 
 # --- where the data lives ---------------------------------------------------------------------------
 
@@ -410,6 +410,33 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
 
 
 # --- choosing a profile -----------------------------------------------------------------------------
+
+
+def load_named_profile(spec: str, default_version: tuple[int, ...] | None = None) -> Profile:
+    """A profile the user names: ``NAME[@VERSION]`` (a profile of ``formats/``) or the path of a profile file,
+    resolved for VERSION or else ``default_version``.  A name that is not a profile, a version that does not
+    parse, or one outside the profile's ``versions`` is a :class:`UsageError` that says what exists."""
+    name, _, version_text = spec.partition("@")
+    directory = None
+    if name.endswith(".toml") or "/" in name or "\\" in name:
+        path = Path(name)
+        if not path.is_file():
+            raise UsageError(f"--profile {spec}: no profile file {path}")
+        directory, name = path.parent, path.stem
+    else:
+        known = list_profiles()
+        if name not in known:
+            raise UsageError(f"--profile {spec}: no profile {name!r} (profiles: {', '.join(known)})")
+    version = default_version
+    if version_text:
+        version = parse_version(version_text)
+        if version is None or not re.fullmatch(r"\s*v?\d+(\.\d+){0,3}\s*", version_text):
+            raise UsageError(f"--profile {spec}: {version_text!r} is not a version (e.g. 3.1 or 8.0.4)")
+    meta = _raw(name, str(directory or formats_dir()))["profile"]
+    if version_text and meta.get("versions") and not version_matches(meta["versions"], version):
+        raise UsageError(f"--profile {spec}: profile {name} covers runtime versions {meta['versions']}, not "
+                         f"{version_text}")
+    return load_profile(name, version, directory)
 
 
 def list_profiles(directory: str | Path | None = None) -> list[str]:
