@@ -140,14 +140,14 @@ def synthetic_gcdacvars_lookalike() -> bytes:
     return bytes(data)
 
 
-def synthetic_garbage_heap() -> bytes:
+def synthetic_garbage_heap(size: int = 3 << 20) -> bytes:
     """3 MB of random words at the start of the heap, before the only string: every word is a resync probe
     (this once took seconds per MB, copying the rest of the window for each word)."""
     import random
 
     p = select_profile("coreclr", "x64", "3.1.23")
     h = SynthHeap(p)
-    h.add_raw(random.Random(6).randbytes(3 << 20))
+    h.add_raw(random.Random(6).randbytes(size))
     h.add_string("after the garbage")
     return build_minidump(p, h)
 
