@@ -34,6 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+import runtimes  # noqa: E402
 from clrlayout.live import embedded  # noqa: E402
 from clrlayout.trim import trim  # noqa: E402
 
@@ -96,16 +97,18 @@ def stop_target(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def make_linux(build: Path, work: Path, server: bool = False) -> tuple[Path, Path]:
-    kind = "linux-x64-svr" if server else "linux-x64"
-    truth = work / f"truth-{kind}.json"
-    raw = work / f"raw-{kind}.core"
-    env = embedded.environment()
-    if server:
-        env.update(COMPlus_gcServer="1", DOTNET_gcServer="1")
-    proc, pid = start_target([embedded.dotnet_host(), build / "strings.dll", truth, STALE_COUNT], env)
+def make_linux(build: Path, work: Path, server: bool = False, runtime: runtimes.Runtime | None = None,
+               target: str = "strings") -> tuple[Path, Path]:
+    """The target on a Linux runtime (the embedded 3.1.23 by default), dumped by the runtime's createdump."""
+    runtime = runtime or runtimes.embedded()
+    kind = f"{runtime.version}-linux-x64" + ("-svr" if server else "")
+    truth = work / f"truth-{target}-{kind}.json"
+    raw = work / f"raw-{target}-{kind}.core"
+    config = runtime.write_runtimeconfig(build / f"{target}-{runtime.version}.runtimeconfig.json")
+    proc, pid = start_target(runtime.command(build / f"{target}.dll", config, truth, STALE_COUNT),
+                             runtime.environment(server))
     try:
-        run([embedded.createdump(), "-f", raw, str(pid)], stdout=subprocess.DEVNULL)
+        run([runtime.createdump, "-f", raw, str(pid)], stdout=subprocess.DEVNULL)
     finally:
         stop_target(proc)
     return raw, truth

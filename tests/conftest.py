@@ -93,12 +93,17 @@ def target_build(tmp_path_factory) -> Path:
     return build_targets(tmp_path_factory.mktemp("targets"))
 
 
-@pytest.fixture(scope="session", params=["workstation", "server"])
-def fresh_core(request, target_build, tmp_path_factory):
-    """An untrimmed createdump core of the strings target on CoreCLR 3.1.23, under each GC."""
-    from fresh import coreclr31_core
+#: the runtimes fresh cores are made on: the embedded 3.1.23, and .NET 8 and 10 (downloaded at test time)
+FRESH = [(v, gc) for v in ("3.1.23", "8.0.4", "10.0.0") for gc in ("workstation", "server")]
 
-    return coreclr31_core(target_build, tmp_path_factory.mktemp("core"), request.param == "server")
+
+@pytest.fixture(scope="session", params=FRESH, ids=lambda p: f"{p[0]}-{p[1]}")
+def fresh_core(request, target_build, tmp_path_factory):
+    """An untrimmed createdump core of the strings target on a real runtime, under each GC."""
+    from fresh import strings_core
+
+    version, gc = request.param
+    return strings_core(target_build, tmp_path_factory.mktemp("core"), version, gc == "server")
 
 
 @pytest.fixture(scope="session")

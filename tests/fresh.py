@@ -19,6 +19,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO / "sample_dumps"))
 
 import make_dumps  # noqa: E402
+import runtimes  # noqa: E402
 
 from clrlayout.live import embedded  # noqa: E402
 
@@ -51,12 +52,14 @@ def build_targets(build: Path) -> Path:
     return build
 
 
-def coreclr31_core(build: Path, work: Path, server: bool) -> FreshCore:
-    """The strings target on the embedded CoreCLR 3.1.23, dumped by createdump --withheap."""
+def strings_core(build: Path, work: Path, version: str, server: bool) -> FreshCore:
+    """The strings target on a real runtime (3.1.23 embedded; 8.0.4 and 10.0.0 downloaded by
+    sample_dumps/runtimes.py), dumped by its createdump."""
     work.mkdir(parents=True, exist_ok=True)
-    raw, truth = make_dumps.make_linux(build, work, server=server)
-    return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), embedded.runtime_dir() / "libmscordaccore.so",
-                     embedded.RUNTIME_VERSION, "server" if server else "workstation")
+    runtime = runtimes.get(version)
+    raw, truth = make_dumps.make_linux(build, work, server=server, runtime=runtime)
+    return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), runtime.dac, version,
+                     "server" if server else "workstation")
 
 
 def python_host_core(work: Path, iterations: int = 8000) -> FreshCore:

@@ -1,21 +1,34 @@
-"""Where the GC heap is: its segments and where each one's objects end, found without the DAC.
+"""Where the GC heap is: its segments or regions, what each holds and where its objects end, without the DAC.
 
 The exact way (``gc-dac-vars``): CoreCLR's GC publishes a ``GcDacVars`` structure in the runtime module's
 writable data (two version bytes, the size of its generation class, then a pointer per DAC variable; the
 layouts are data in ``formats/gc-dac-vars.toml``).  It is found by that shape and trusted only after what
-its pointers lead to checks out: ``max_gen`` is 2, the ephemeral segment's header is consistent and
-``alloc_allocated`` lies inside it.  Under server GC the same variables sit in each heap's ``gc_heap``
-(``dac_gc_heap`` layout, from GcDacVars.g_heaps).  The generation tables then give the segment lists, and each segment
-is walked from ``mem`` to ``allocated`` -- the ephemeral one to ``alloc_allocated``, since its own
-``allocated`` is only updated at GC time and the bytes past the real end are stale.
+its pointers lead to checks out: ``max_gen`` is 2, and the generation tables lead to consistent heap
+segments.  Under server GC the variables sit in each heap's ``gc_heap`` (from ``GcDacVars.g_heaps``).  Since
+.NET 6 the GC also exports the offsets of its ``gc_heap`` and ``generation`` fields, which are read instead
+of assumed; older runtimes use the ``dac_gc_heap`` / ``dac_generation`` layouts of the data file.
 
-When no such structure can be used (.NET Framework, regions, dumps without the runtime's data)
-``find_gc_heap`` says so and the caller falls back to a checked object scan (``objscan``).
+Each generation's table entry starts a list of ``heap_segment`` records:
+
+- the segments GC (.NET Core, .NET 5-6, 32-bit): generation 2's list holds the small-object segments, the
+  last of them the ephemeral one (generations 0 and 1 at its end, from their ``allocation_start``);
+  generation 3's the large object heap, generation 4's (.NET 5+) the pinned object heap;
+- regions (.NET 7+ on 64-bit): every generation has its own list of regions, gen0, gen1, gen2, LOH, POH.
+
+Read-only segments at the head of generation 2's list are the frozen (non-GC) heap of .NET 8+: string
+literals and RuntimeType objects.  Each segment is walked from ``mem`` to ``allocated``, the ephemeral one
+(the region gen0 allocates in) to ``alloc_allocated``: its own ``allocated`` is only updated at GC time.
+
+When no such structure can be used (.NET Framework, dumps without the runtime's data) ``find_gc_heap``
+says why; the caller falls back to a checked object scan (``scan.py``), inside whatever bounds the
+bookkeeping that could be read gives.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,9 +39,13 @@ try:
 except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib
 
+from ..dump import Dump, Module
 from ..dump.addrspace import AddressSpace
 from ..runtime.profiles import formats_dir
-from ..dump import Dump, Module
+
+#: the heap an object is on, by the generation number the GC gives it (SOS's gen 3 is the LOH, 4 the POH)
+GENERATION_NAMES = {0: "gen0", 1: "gen1", 2: "gen2", 3: "loh", 4: "poh"}
+GENERATIONS = {name: number for number, name in GENERATION_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -37,21 +54,48 @@ class Segment:
 
     start: int
     end: int
-    kind: str  # "soh" | "loh" | "poh" | "readonly"
+    #: "gen0" | "gen1" | "gen2" (regions) | "soh" (a small-object segment: generations by address) | "loh"
+    #: | "poh" | "frozen"
+    kind: str
     header: int | None = None  # address of the heap_segment structure
     ephemeral: bool = False
     used: int | None = None
     committed: int | None = None
     reserved: int | None = None
     flags: int = 0
+    #: the GC heap it belongs to (server GC has one per core)
+    heap: int = 0
+    #: a small-object segment's generation starts: where generation 1 and generation 0 begin (the ephemeral
+    #: segment; the others are all generation 2)
+    generation_starts: tuple = ()
 
     @property
     def large(self) -> bool:
+        """Objects aligned as the large object heap aligns them (8 bytes, also on 32-bit)."""
         return self.kind in ("loh", "poh")
 
     @property
     def size(self) -> int:
         return self.end - self.start
+
+    def generation(self, address: int) -> str:
+        """The heap an object at ``address`` is on: gen0, gen1, gen2, loh, poh or frozen."""
+        if self.kind != "soh":
+            return self.kind
+        if not self.generation_starts:
+            return "gen2"
+        gen1, gen0 = self.generation_starts
+        return "gen0" if address >= gen0 else "gen1" if address >= gen1 else "gen2"
+
+    def generations(self, addresses: np.ndarray) -> np.ndarray:
+        """:meth:`generation` of many addresses, as SOS numbers them (0, 1, 2; 3 LOH, 4 POH; -1 frozen)."""
+        if self.kind != "soh":
+            return np.full(len(addresses), GENERATIONS.get(self.kind, -1), dtype=np.int8)
+        out = np.full(len(addresses), 2, dtype=np.int8)
+        if self.generation_starts:
+            gen1, gen0 = (np.uint64(a) for a in self.generation_starts)
+            out -= (addresses >= gen1).astype(np.int8) + (addresses >= gen0).astype(np.int8)
+        return out
 
 
 @dataclass
@@ -62,6 +106,11 @@ class GcDacVars:
     generation_size: int
     generation_count: int
     fields: dict  # name -> address of the variable (the pointer stored in GcDacVars)
+    layout: dict = field(default_factory=dict, repr=False)
+    #: the GC's own offsets of its gc_heap and generation fields (name -> offset, -1: no such field), when
+    #: it exports them (.NET 6+)
+    gc_heap_offsets: dict | None = None
+    generation_offsets: dict | None = None
 
 
 @dataclass
@@ -70,6 +119,10 @@ class GcHeap:
     segments: list = field(default_factory=list)
     gc_mode: str | None = None  # "workstation" | "server"
     dac_vars: GcDacVars | None = None
+    #: "segments" or "regions" (.NET 7+), when the GC's bookkeeping says
+    layout: str | None = None
+    #: how many GC heaps (server GC: one per core)
+    heap_count: int = 0
     #: known ranges inside segments that hold no objects (allocation contexts)
     gaps: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
@@ -81,6 +134,17 @@ class GcHeap:
     @property
     def exact(self) -> bool:
         return self.method == "gc-dac-vars"
+
+    def segment_at(self, address: int) -> Segment | None:
+        """The segment whose objects' range holds ``address``."""
+        starts = getattr(self, "_starts", None)
+        if starts is None or len(starts) != len(self.segments):
+            self._order = sorted(self.segments, key=lambda s: s.start)
+            self._starts = starts = [s.start for s in self._order]
+        i = bisect.bisect_right(starts, address) - 1
+        if i >= 0 and address < self._order[i].end:
+            return self._order[i]
+        return None
 
 
 @functools.lru_cache(maxsize=4)
@@ -125,7 +189,7 @@ def find_gc_dac_vars(dump: Dump, module: Module, warnings: list) -> GcDacVars | 
                 & (gen_size >= 8 * ptr) & (gen_size <= 4096) & (gen_size % ptr == 0)
             for i in np.flatnonzero(ok):
                 at = addr + head + int(i) * ptr
-                found = _check_dac_vars(space, at, layouts[int(major[i])])
+                found = _check_dac_vars(space, at, layouts[int(major[i])], module)
                 if found is not None:
                     return found
                 rejected += 1
@@ -134,14 +198,16 @@ def find_gc_dac_vars(dump: Dump, module: Module, warnings: list) -> GcDacVars | 
     return None
 
 
-def _check_dac_vars(space: AddressSpace, at: int, layout: dict) -> GcDacVars | None:
+def _check_dac_vars(space: AddressSpace, at: int, layout: dict, module: Module) -> GcDacVars | None:
     ptr = space.pointer_size
     nhead = len(layout["header"]) - 1  # the two version bytes share one word
     names = layout["fields"]
     raw = space.try_read(at, (nhead + len(names)) * ptr)
     if raw is None:
-        return None
-    words = [space.unpack_pointer(raw, i * ptr) for i in range(nhead + len(names))]
+        raw = space.read_available(at, (nhead + len(names)) * ptr)  # a later variable may lie past the dump
+        if len(raw) < (nhead + names.index("g_heaps") + 1) * ptr:
+            return None
+    words = [space.unpack_pointer(raw, i * ptr) for i in range(len(raw) // ptr)]
     version, gen_size = words[0], words[1]
     gen_count = layout["generations"] or (words[2] if nhead >= 3 else 0)
     if not 4 <= gen_count <= 8:
@@ -157,24 +223,113 @@ def _check_dac_vars(space: AddressSpace, at: int, layout: dict) -> GcDacVars | N
         n = space.try_read_u32(fields["n_heaps"]) if fields.get("n_heaps") else None
         if not n or n > 1024 or not fields.get("g_heaps") or space.try_read_pointer(fields["g_heaps"]) is None:
             return None
-    return GcDacVars(at, version & 0xFF, (version >> 8) & 0xFF, gen_size, gen_count, fields)
+    dv = GcDacVars(at, version & 0xFF, (version >> 8) & 0xFF, gen_size, gen_count, fields, layout)
+    dv.gc_heap_offsets = _offsets(space, fields.get("gc_heap_field_offsets"), layout.get("gc_heap_fields"), module)
+    dv.generation_offsets = _offsets(space, fields.get("generation_field_offsets"), layout.get("generation_fields"),
+                                     module, limit=gen_size)
+    return dv
 
 
-# --- segments ---------------------------------------------------------------------------------------
-
-
-def _read_segment(space: AddressSpace, address: int, names: list) -> dict | None:
-    ptr = space.pointer_size
-    raw = space.try_read(address, len(names) * ptr)
+def _offsets(space: AddressSpace, address: int | None, names: list | None, module: Module,
+             limit: int = 1 << 20) -> dict | None:
+    """An array of the GC's field offsets (int32, -1 for a field this build lacks), by field name, when
+    ``address`` points at one in the runtime module's data and every entry is plausible."""
+    if not address or not names or not module.contains(address):
+        return None
+    raw = space.try_read(address, 4 * len(names))
     if raw is None:
         return None
-    return {name: space.unpack_pointer(raw, i * ptr) for i, name in enumerate(names)}
+    values = struct.unpack(("<" if space.little_endian else ">") + f"{len(names)}i", raw)
+    if any(v != -1 and not 0 <= v < limit for v in values):
+        return None
+    return dict(zip(names, values))
 
 
-def _segment_ok(seg: dict, address: int, pointer_size: int) -> bool:
-    """A plausible heap_segment: its objects start after it, pointer-aligned, and its marks are in order."""
-    return (seg["mem"] > address or seg["mem"] == address) and seg["mem"] % pointer_size == 0 \
-        and seg["mem"] <= seg["allocated"] <= seg["reserved"] and seg["mem"] <= seg["committed"] <= seg["reserved"]
+# --- one GC heap, as its bookkeeping describes it ------------------------------------------------------
+
+
+@dataclass
+class _HeapRef:
+    index: int
+    generation_table: int
+    alloc_allocated: int | None
+    ephemeral_segment: int | None
+
+
+class _Interface:
+    """Where the fields of the GC's structures are in this dump: the GC's own offsets where it exports
+    them, else the data file's layouts (by pointer size)."""
+
+    def __init__(self, space: AddressSpace, dv: GcDacVars, spec: dict):
+        self.space = space
+        self.dv = dv
+        self.spec = spec
+        self.arch = "x64" if space.pointer_size == 8 else "x86"
+        self.segment_fields = spec["heap_segment"]["fields"]
+
+    def generation_field(self, name: str) -> int | None:
+        """The offset of a generation field (None: this GC has no such field)."""
+        if self.dv.generation_offsets is not None:
+            off = self.dv.generation_offsets.get(name, -1)
+            return None if off < 0 else off
+        table = self.spec["generation"]
+        key = {"allocation_context": "alloc_ptr"}.get(name, name)
+        return table[key][self.arch] if key in table else None
+
+    def gc_heap_field(self, name: str) -> int | None:
+        if self.dv.gc_heap_offsets is not None:
+            off = self.dv.gc_heap_offsets.get(name, -1)
+            return None if off < 0 else off
+        table = self.spec["gc_heap"]
+        return table[name][self.arch] if name in table else None
+
+    def heaps(self) -> list[_HeapRef] | None:
+        """Each GC heap's generation table, alloc_allocated and ephemeral segment (None: unreadable)."""
+        space, f = self.space, self.dv.fields
+        if f.get("generation_table"):  # workstation GC: the variables are globals
+            eph = space.try_read_pointer(f["ephemeral_heap_segment"]) if f.get("ephemeral_heap_segment") else None
+            allocated = space.try_read_pointer(f["alloc_allocated"]) if f.get("alloc_allocated") else None
+            return [_HeapRef(0, f["generation_table"], allocated, eph)]
+        n = space.try_read_u32(f["n_heaps"])
+        array = space.try_read_pointer(f["g_heaps"])  # the variable g_heaps holds the array's address
+        table_at = self.gc_heap_field("generation_table")
+        if not array or table_at is None:
+            return None
+        out = []
+        for i in range(n or 0):
+            gc_heap = space.try_read_pointer(array + i * space.pointer_size)
+            if not gc_heap:
+                return None
+            allocated_at, eph_at = self.gc_heap_field("alloc_allocated"), self.gc_heap_field("ephemeral_heap_segment")
+            out.append(_HeapRef(i, gc_heap + table_at,
+                                None if allocated_at is None else space.try_read_pointer(gc_heap + allocated_at),
+                                None if eph_at is None else space.try_read_pointer(gc_heap + eph_at)))
+        return out
+
+    def generation(self, heap: _HeapRef, g: int) -> tuple[int | None, int | None, int | None, int | None]:
+        """(start segment, allocation start, allocation context pointer, its limit) of generation ``g``."""
+        space, ptr = self.space, self.space.pointer_size
+        base = heap.generation_table + g * self.dv.generation_size
+
+        def word(name: str, extra: int = 0):
+            off = self.generation_field(name)
+            return None if off is None else space.try_read_pointer(base + off + extra)
+
+        return word("start_segment"), word("allocation_start"), word("allocation_context"), \
+            word("allocation_context", ptr)
+
+    def segment(self, address: int) -> dict | None:
+        ptr = self.space.pointer_size
+        raw = self.space.try_read(address, len(self.segment_fields) * ptr)
+        if raw is None:
+            return None
+        return {name: self.space.unpack_pointer(raw, i * ptr) for i, name in enumerate(self.segment_fields)}
+
+
+def _segment_ok(seg: dict, pointer_size: int) -> bool:
+    """A plausible heap_segment: its objects pointer-aligned, and its marks in order."""
+    return seg["mem"] % pointer_size == 0 and seg["mem"] <= seg["allocated"] <= seg["reserved"] \
+        and seg["mem"] <= seg["committed"] <= seg["reserved"]
 
 
 def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
@@ -187,95 +342,77 @@ def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
         return _fallback(heap, "no GcDacVars structure in the runtime's data")
     space = dump.memory
     limits = limits or space.limits
-    spec = gc_interface()
-    arch_key = "x64" if space.pointer_size == 8 else "x86"
+    gc = _Interface(space, dv, gc_interface())
     heap.dac_vars = dv
-    heaps = _heaps(space, dv, spec, arch_key)
+    heap.gc_mode = "workstation" if dv.fields.get("generation_table") else "server"
+    heaps = gc.heaps()
     if heaps is None:
         return _fallback(heap, "the server GC's heaps are not in the dump")
-    heap.gc_mode = "workstation" if dv.fields.get("generation_table") else "server"
+    heap.heap_count = len(heaps)
     seen: set[int] = set()
     heap.bounds = []
     problems = []
-    for table, alloc_allocated, eph_ptr in heaps:
-        problem = _segments(heap, space, dv, spec, table, alloc_allocated, eph_ptr, seen, limits)
+    for h in heaps:
+        problem = _segments(heap, gc, h, seen, limits)
         if problem:
             problems.append(problem)
     if problems:
         return _fallback(heap, problems[0])
-    if sum(s.ephemeral for s in heap.segments) != len(heaps):
-        heap.bounds = None  # a layout these lists do not describe (regions): they bound nothing
-        return _fallback(heap, "an ephemeral segment is not in its generation 2 segment list")
+    ephemeral = sum(s.ephemeral for s in heap.segments)
+    if ephemeral != len(heaps):
+        heap.bounds = None  # a layout these lists do not describe: they bound nothing
+        return _fallback(heap, f"{len(heaps) - ephemeral} of {len(heaps)} ephemeral segments are not in their "
+                               f"generation's segment list")
     return heap
 
 
-def _heaps(space: AddressSpace, dv: GcDacVars, spec: dict, arch_key: str):
-    """(generation table, alloc_allocated, ephemeral segment) of each GC heap, or None if unreadable."""
-    f = dv.fields
-    if f.get("generation_table"):  # workstation GC
-        eph = space.try_read_pointer(f["ephemeral_heap_segment"]) if f.get("ephemeral_heap_segment") else None
-        allocated = space.try_read_pointer(f["alloc_allocated"]) if f.get("alloc_allocated") else None
-        return [(f["generation_table"], allocated, eph)]
-    layout = spec["gc_heap"]
-    n = space.try_read_u32(f["n_heaps"])
-    array = space.try_read_pointer(f["g_heaps"])  # the variable g_heaps holds the array's address
-    if not array:
-        return None
-    out = []
-    for i in range(n or 0):
-        gc_heap = space.try_read_pointer(array + i * space.pointer_size)
-        if not gc_heap:
-            return None
-        out.append((gc_heap + layout["generation_table"][arch_key],
-                    space.try_read_pointer(gc_heap + layout["alloc_allocated"][arch_key]),
-                    space.try_read_pointer(gc_heap + layout["ephemeral_heap_segment"][arch_key])))
-    return out
-
-
-def _segments(heap: GcHeap, space: AddressSpace, dv: GcDacVars, spec: dict, table: int, alloc_allocated: int,
-              eph_ptr: int, seen: set, limits) -> str | None:
-    """Add one GC heap's segments (SOH, LOH, POH lists of its generation table); a problem, or None."""
-    gen = spec["generation"]
-    arch_key = "x64" if space.pointer_size == 8 else "x86"
-    seg_names = spec["heap_segment"]["fields"]
-
-    def generation(g: int):
-        base = table + g * dv.generation_size
-        return (space.try_read_pointer(base + gen["start_segment"][arch_key]),
-                space.try_read_pointer(base + gen["alloc_ptr"][arch_key]),
-                space.try_read_pointer(base + gen["alloc_limit"][arch_key]))
-
-    if eph_ptr and alloc_allocated is not None and eph_ptr < alloc_allocated:
+def _segments(heap: GcHeap, gc: _Interface, h: _HeapRef, seen: set, limits) -> str | None:
+    """Add one GC heap's segments or regions; a problem, or None."""
+    space = gc.space
+    if h.ephemeral_segment and h.alloc_allocated is not None and h.ephemeral_segment < h.alloc_allocated:
         # the ephemeral segment's objects lie between its header and alloc_allocated, whatever is missing
-        heap.bounds.append((eph_ptr, alloc_allocated))
-    if not eph_ptr or alloc_allocated is None:
+        heap.bounds.append((h.ephemeral_segment, h.alloc_allocated))
+    if not h.ephemeral_segment or h.alloc_allocated is None:
         return "GcDacVars found, but an ephemeral segment or alloc_allocated is not in the dump"
-    _, ctx_ptr, ctx_limit = generation(0)
+    gens = [gc.generation(h, g) for g in range(gc.dv.generation_count)]
+    _, _, ctx_ptr, ctx_limit = gens[0]
     if ctx_ptr and ctx_limit and ctx_ptr < ctx_limit:
         heap.gaps.append((ctx_ptr, ctx_limit))
-    kinds = [(2, "soh"), (3, "loh")] + ([(4, "poh")] if dv.generation_count >= 5 else [])
-    for g, kind in kinds:
-        first, _, _ = generation(g)
-        address = first
+    # regions: each generation has its own list (ClrMD's test: gen0 and gen1 do not share a start)
+    regions = gens[0][0] != gens[1][0] or gc.generation_field("allocation_start") is None
+    heap.layout = "regions" if regions else "segments"
+    if regions:
+        lists = [(2, "gen2"), (1, "gen1"), (0, "gen0"), (3, "loh")]
+    else:
+        lists = [(2, "soh"), (3, "loh")]
+    if gc.dv.generation_count >= 5:
+        lists.append((4, "poh"))
+    flags = gc.spec["heap_segment"]
+    for g, kind in lists:
+        address = gens[g][0]
         while address:
             if address in seen or len(seen) >= limits.max_segments:
                 heap.warnings.append(f"segment list of generation {g} loops or is too long; stopped at {address:#x}")
                 break
             seen.add(address)
-            seg = _read_segment(space, address, seg_names)
-            if seg is None or not _segment_ok(seg, address, space.pointer_size):
+            seg = gc.segment(address)
+            if seg is None or not _segment_ok(seg, space.pointer_size):
                 heap.warnings.append(f"heap_segment at {address:#x} is missing or inconsistent; its list is cut there")
-                if address != eph_ptr:
+                if address != h.ephemeral_segment:
                     heap.bounds.append((address, None))  # a segment starts there; where it ends is unknown
                 break
-            ephemeral = address == eph_ptr
-            end = alloc_allocated if ephemeral else seg["allocated"]
-            if ephemeral and not seg["mem"] <= alloc_allocated <= seg["reserved"]:
+            ephemeral = address == h.ephemeral_segment
+            end = h.alloc_allocated if ephemeral else seg["allocated"]
+            if ephemeral and not seg["mem"] <= h.alloc_allocated <= seg["reserved"]:
                 return "alloc_allocated is outside the ephemeral segment"
-            seg_kind = "readonly" if seg["flags"] & spec["heap_segment"]["flag_readonly"] else kind
+            seg_kind = "frozen" if seg["flags"] & flags["flag_readonly"] else kind
+            starts = ()
+            if ephemeral and seg_kind == "soh":  # the segments GC: generations 1 and 0 at the end
+                starts = (gens[1][1] or seg["mem"], gens[0][1] or seg["mem"])
             heap.segments.append(Segment(start=seg["mem"], end=end, kind=seg_kind, header=address,
                                          ephemeral=ephemeral, used=seg["used"], committed=seg["committed"],
-                                         reserved=seg["reserved"], flags=seg["flags"]))
+                                         reserved=seg["reserved"], flags=seg["flags"], heap=h.index,
+                                         generation_starts=starts))
             heap.bounds.append((seg["mem"], end))
             address = seg["next"]
     return None
