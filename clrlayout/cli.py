@@ -82,10 +82,35 @@ def _regex(ctx, param, value):
         raise click.BadParameter(f"not a valid regular expression: {e}") from None
 
 
+def _generations(ctx, param, value):
+    """--gen 0,1,2,loh,poh,frozen (3 and 4 as SOS numbers the LOH and the POH) -> heap codes."""
+    if not value:
+        return None
+    from .heap.segments import HEAP_CODES
+
+    names = {"0": "gen0", "1": "gen1", "2": "gen2", "3": "loh", "4": "poh"}
+    codes = set()
+    for item in value.split(","):
+        name = names.get(item.strip().lower(), item.strip().lower())
+        name = name if name in HEAP_CODES else "gen" + name if "gen" + name in HEAP_CODES else name
+        if name not in HEAP_CODES or name == "soh":
+            raise click.BadParameter(f"{item!r}: give 0, 1, 2, loh, poh or frozen")
+        codes.add(HEAP_CODES[name])
+    return frozenset(codes)
+
+
 def filter_options(f):
-    """--min-length, --max-length, --contains, --regex, --address-range: they compose (AND)."""
+    """--min-length, --max-length, --min-size, --max-size, --gen, --contains, --regex, --address-range:
+    they compose (AND)."""
     f = click.option("--address-range", nargs=2, type=ADDRESS, default=None, metavar="START END",
                      help="Only objects at START <= address < END.")(f)
+    f = click.option("--gen", "generations", callback=_generations, default=None, metavar="LIST",
+                     help="Only objects on these heaps: 0, 1, 2, loh (3), poh (4), frozen (SOS -gen); a comma "
+                          "list.")(f)
+    f = click.option("--max-size", type=click.IntRange(min=0), default=None,
+                     help="Only objects of at most N bytes (SOS size, as -max).")(f)
+    f = click.option("--min-size", type=click.IntRange(min=0), default=None,
+                     help="Only objects of at least N bytes (SOS size, as -min).")(f)
     f = click.option("--regex", callback=_regex, default=None, metavar="RE",
                      help="Only strings whose full value matches RE (Python syntax, searched anywhere).")(f)
     f = click.option("--contains", default=None, metavar="TEXT", help="Only strings whose value contains TEXT.")(f)
@@ -108,15 +133,19 @@ def _open(file, mt, profile, heap):
     return open_session(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env())
 
 
-def make_filter(min_length, max_length, contains, regex, address_range):
+def make_filter(min_length, max_length, contains, regex, address_range, min_size=None, max_size=None,
+                generations=None):
     from .analyses.filters import StringFilter
 
     if min_length is not None and max_length is not None and min_length > max_length:
         raise UsageError(f"--min-length {min_length} is more than --max-length {max_length}: nothing can match")
+    if min_size is not None and max_size is not None and min_size > max_size:
+        raise UsageError(f"--min-size {min_size} is more than --max-size {max_size}: nothing can match")
     if address_range and address_range[1] <= address_range[0]:
         raise UsageError(f"--address-range {address_range[0]:#x} {address_range[1]:#x}: the end is not above "
                          f"the start")
-    return StringFilter(min_length, max_length, contains, regex, tuple(address_range) if address_range else None)
+    return StringFilter(min_length, max_length, contains, regex, tuple(address_range) if address_range else None,
+                        min_size, max_size, generations)
 
 
 def _type_check(type_name: str) -> None:
@@ -203,8 +232,8 @@ def info(file, fmt, mt, profile, heap, quiet):
 @click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
 @jobs_option
 @scan_options
-def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_length, contains, regex, address_range,
-         mt, profile, heap, quiet):
+def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_length, min_size, max_size, generations,
+         contains, regex, address_range, mt, profile, heap, quiet):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
     from . import parallel
     from .present import text
@@ -212,7 +241,7 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
     _type_check(type_name)
     if layout and fmt == "csv":
         raise UsageError("--layout has no CSV form: use --format table or jsonl")
-    selected = make_filter(min_length, max_length, contains, regex, address_range)
+    selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         ptr = a.profile.pointer_size
         a.string_method_table()
@@ -315,7 +344,7 @@ def _print_layout(a, s, fmt: str = "table") -> None:
         return
     lay = string_layout(a.profile, s.length, s, data, s.large, max_value_chars=60)
     title = (f"System.String at {s.address:#x} (MethodTable {s.method_table:#x}, "
-             f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {'LOH' if s.large else 'SOH'}):")
+             f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {s.heap}):")
     for line in text.layout_table(lay, title):
         out(line)
     out()
@@ -336,14 +365,14 @@ def _print_layout(a, s, fmt: str = "table") -> None:
               help="How many duplicated values to list (0: all); totals always count all.")
 @jobs_option
 @scan_options
-def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_length, contains, regex,
-          address_range, mt, profile, heap, quiet):
+def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_length, min_size, max_size,
+          generations, contains, regex, address_range, mt, profile, heap, quiet):
     """Totals, where the bytes go, length histogram and largest strings; or exact duplicates and their waste."""
     from .present import stats as present
     from .analyses.stats import DuplicateCollector
 
     _type_check(type_name)
-    selected = make_filter(min_length, max_length, contains, regex, address_range)
+    selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         a.string_method_table()
         _preamble(a, quiet)
@@ -362,13 +391,14 @@ def _collect_stats(a, jobs, fmt, selected, dups):
     """The statistics (and, into ``dups``, the duplicates) of every string that passes the filters."""
     from .analyses.stats import DuplicateCollector, StatsCollector
 
-    collector = StatsCollector(a.profile, top=10)
+    servers = a.heap.heap_count if a.heap.gc_mode == "server" and a.heap.exact else 0
+    collector = StatsCollector(a.profile, top=10, gc_heaps=servers)
     with _progress(a, enabled=fmt == "table") as progress:
         if a.windowed:
             from . import parallel
 
             def collect(win):  # one step's statistics, merged in heap order by absorb
-                part = StatsCollector(a.profile, top=10)
+                part = StatsCollector(a.profile, top=10, gc_heaps=servers)
                 dpart = DuplicateCollector(a.profile, None) if dups is not None else None
                 for batch in a.window_batches(win):
                     batch = selected.apply(batch)

@@ -14,6 +14,7 @@ findings of its walks, the warnings that qualify every answer).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -340,8 +341,9 @@ def _reference_batches(session: Session):
     chunk = []
     for obj in session.iter_objects():
         if obj.method_table == string_mt:
-            chunk += read_strings(session.dump.memory, session.profile, [obj.address], obj.segment.large,
-                                  session.findings)
+            chunk += [dataclasses.replace(s, heap=obj.segment.generation(obj.address))
+                      for s in read_strings(session.dump.memory, session.profile, [obj.address], obj.segment.large,
+                                            session.findings)]
             if len(chunk) >= BATCH:
                 yield batch_from_objects(session.profile, chunk)
                 chunk = []

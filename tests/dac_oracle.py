@@ -438,6 +438,9 @@ class Oracle:
                     end = d.Allocated if address == d.EphemeralHeapSegment else s.Allocated
                     out.append({"heap": index, "kind": kind, "address": address, "start": s.Start, "end": end,
                                 "committed": s.Committed, "reserved": s.Reserved, "flags": s.Flags})
+                    if kind == "ephemeral":  # where generations 1 and 0 start in it (the segments GC)
+                        out[-1]["generation_starts"] = [d.GenerationTable[1].AllocationStart,
+                                                        d.GenerationTable[0].AllocationStart]
                     address = s.Next
         return out
 

@@ -49,10 +49,12 @@ def test_dump_jsonl_schema(capsys, sample):
     records = [json.loads(line) for line in out.splitlines()]
     assert len(records) == sample.entry["strings"]
     for r in records:
-        assert set(r) == {"address", "method_table", "size", "aligned_size", "length", "value", "header"}
+        assert set(r) == {"address", "method_table", "size", "aligned_size", "length", "gen", "heap", "value", "header"}
+        assert (r["heap"], r["gen"]) in {("gen0", 0), ("gen1", 1), ("gen2", 2), ("loh", 3)}
         assert r["address"].startswith("0x") and r["method_table"] == sample.truth["string_method_table"]
         assert isinstance(r["header"], int) and 0 <= r["header"] < 2 ** 32
     by = {r["address"]: r for r in records}
+    assert by[sample.known("large")["address"]]["heap"] == "loh"
     for k in sample.truth["strings"]:
         r = by[k["address"]]
         assert r["value"] == units_to_str(k["units"])  # lone surrogates survive the JSON round trip

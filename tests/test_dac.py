@@ -87,3 +87,27 @@ def test_scan_keeps_to_the_gc_heap_of_a_python_host(python_host_core):
     # past the allocation end of a segment: dead objects in the GC's own memory, not native memory
     ends = sorted(hi for _, hi in segments)
     assert all(any(0 <= a - end < 64 << 20 for end in ends) for a in false)
+
+
+def _dac_heap(listing: dict, address: int) -> str:
+    """The heap the DAC's segments put an object on, as clrlayout names heaps."""
+    for seg in listing["segments"]:
+        if seg["start"] <= address < max(seg["end"], seg["start"] + 1):
+            kind = seg["kind"]
+            if kind == "ephemeral":
+                gen1, gen0 = seg["generation_starts"]
+                return "gen0" if address >= gen0 else "gen1" if address >= gen1 else "gen2"
+            return kind
+    raise AssertionError(f"{address:#x} is on no segment of the DAC's")
+
+
+def test_every_object_is_on_the_heap_the_dac_says(fresh_core):
+    """gen0, gen1, gen2 (regions, or the ephemeral segment's generation starts), loh, poh, frozen."""
+    listing = fresh_core.dac_listing()
+    with clrlayout.open(fresh_core.path) as s:
+        ours = {x.address: x.heap for x in s.strings()}
+        by_object = {o.address: o.segment.generation(o.address) for o in s.objects()}
+    assert {a: _dac_heap(listing, a) for a in by_object} == by_object
+    assert {a: by_object[a] for a in ours} == ours
+    heaps = set(by_object.values())
+    assert {"gen2", "loh"} <= heaps and ("frozen" in heaps) == (fresh_core.runtime != "3.1.23")

@@ -65,6 +65,7 @@ def test_fast_lines_equal_plain_lines_on_hard_strings(arch, chunk, monkeypatch):
     assert values == HARD * 3 and headers == 2 * len(HARD)
     large = batches[0].select(np.ones(len(batches[0]), dtype=bool))
     large.large = np.ones(len(large), dtype=bool)  # the LOH's alignment changes the sizes in the line
+    large.heaps = np.full(len(large), 3, dtype=np.uint8)  # ... and its name
     assert batch_lines(large) == slow_lines(large)
 
 

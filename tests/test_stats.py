@@ -207,3 +207,30 @@ def test_duplicates_without_a_writable_temporary_directory(sample, monkeypatch, 
     assert main(["stats", str(sample.path), "--duplicates", "--jobs", "1", "-q"]) == 6
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "temporary files of --duplicates" in err[0]
+
+
+def test_heaps_and_gc_heaps_are_the_dumps_rows_grouped(capsys, sample):
+    """stats' heaps (gen0, gen1, gen2, loh...) and, under server GC, its GC heaps, against dump's rows."""
+    rows = _dumped(capsys, sample.path)
+    st = _json(capsys, "stats", sample.path)
+    for name, entry in st["heaps"].items():
+        on = [r for r in rows if r["heap"] == name]
+        assert entry == {"count": len(on), "aligned_bytes": sum(r["aligned_size"] for r in on)}
+    assert {r["heap"] for r in rows} == set(st["heaps"])
+    if sample.entry["gc"] == "server":
+        assert len(st["gc_heaps"]) >= 2
+        assert sum(g["count"] for g in st["gc_heaps"]) == st["count"]
+        assert sum(g["aligned_bytes"] for g in st["gc_heaps"]) == st["total_aligned_size"]
+    else:
+        assert st["gc_heaps"] == []
+
+
+def test_generation_and_size_filters(capsys, sample):
+    rows = _dumped(capsys, sample.path)
+    for gen, names in (("0", {"gen0"}), ("2,loh", {"gen2", "loh"}), ("3", {"loh"})):
+        picked = _dumped(capsys, sample.path, "--gen", gen)
+        assert picked == [r for r in rows if r["heap"] in names] and picked
+    picked = _dumped(capsys, sample.path, "--min-size", "40", "--max-size", "200")
+    assert picked == [r for r in rows if 40 <= r["size"] <= 200] and picked
+    st = _json(capsys, "stats", sample.path, "--gen", "0")
+    assert st["count"] == sum(r["heap"] == "gen0" for r in rows) and set(st["heaps"]) == {"gen0"}

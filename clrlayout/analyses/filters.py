@@ -1,6 +1,6 @@
-"""Filters on strings, composed with AND: what --min-length, --max-length, --contains, --regex,
---address-range and --mt select.  Length and address tests come first, so values are decoded only for
-strings that can still match."""
+"""Filters on strings, composed with AND: what --min-length, --max-length, --min-size, --max-size, --gen,
+--contains, --regex, --address-range and --mt select.  Shape tests come first, so values are decoded only
+for strings that can still match."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ class StringFilter:
     contains: str | None = None
     regex: re.Pattern | None = None
     address_range: tuple[int, int] | None = None  # [start, end)
+    min_size: int | None = None  # SOS size, bytes
+    max_size: int | None = None
+    heaps: frozenset | None = None  # heap codes (heap.segments.HEAPS)
 
     @property
     def needs_value(self) -> bool:
@@ -24,7 +27,7 @@ class StringFilter:
     @property
     def active(self) -> bool:
         return any(v is not None for v in (self.min_length, self.max_length, self.contains, self.regex,
-                                           self.address_range))
+                                           self.address_range, self.min_size, self.max_size, self.heaps))
 
     def accepts_shape(self, address: int, length: int) -> bool:
         """The tests that need no characters."""
@@ -50,6 +53,14 @@ class StringFilter:
         if self.address_range is not None:
             lo, hi = self.address_range
             mask &= (batch.addresses >= np.uint64(lo)) & (batch.addresses < np.uint64(hi))
+        if self.min_size is not None or self.max_size is not None:
+            sizes = batch.sizes
+            if self.min_size is not None:
+                mask &= sizes >= self.min_size
+            if self.max_size is not None:
+                mask &= sizes <= self.max_size
+        if self.heaps is not None:
+            mask &= np.isin(batch.heaps, list(self.heaps))
         if self.needs_value:
             for i in np.flatnonzero(mask):
                 v = batch.value(int(i))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..util.arrays import lookup
+from ..heap.segments import HEAPS, LARGE_HEAPS
 from ..objects.batches import StringBatch, aligned_sizes
 from ..runtime.profiles import Profile
 
@@ -43,12 +44,15 @@ class StringStats:
     breakdown: dict = field(default_factory=dict)
     histogram: list = field(default_factory=list)
     largest: list = field(default_factory=list)
+    #: by heap: gen0, gen1, gen2, loh, poh, frozen (soh where the generation is not known)
     heaps: dict = field(default_factory=dict)
+    #: by GC heap, under server GC: [{"heap": index, "count", "aligned_bytes"}]
+    gc_heaps: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"count": self.count, "total_size": self.total_size, "total_aligned_size": self.total_aligned_size,
                 "total_length": self.total_length, "breakdown": self.breakdown, "histogram": self.histogram,
-                "largest": self.largest, "heaps": self.heaps}
+                "largest": self.largest, "heaps": self.heaps, "gc_heaps": self.gc_heaps}
 
 
 SHORT = 1024  # strings shorter than this are counted by length: their aligned size follows from it
@@ -59,18 +63,21 @@ class StatsCollector:
     by length and heap, one ``bincount`` a batch; their sizes, bytes and histogram buckets come from those
     counts at the end.  Longer ones are summed as they come."""
 
-    def __init__(self, profile: Profile, top: int = 10):
+    def __init__(self, profile: Profile, top: int = 10, gc_heaps: int = 0):
+        """``gc_heaps``: how many GC heaps there are (server GC): each gets a total, empty ones too."""
         self.profile = profile
         self.top = top
+        self.gc_heap_count = gc_heaps
         self.count = 0
         self.size = 0
         self.length = 0
-        self.by_length = np.zeros((2, 0), dtype=np.int64)  # short strings: [on the LOH][length] -> count
-        # the long strings' aligned bytes, histogram and heaps
+        #: short strings counted by length: (GC heap, heap code) -> counts by length
+        self.by_length: dict = {}
+        # the long strings' aligned bytes, histogram, and (GC heap, heap code) -> [count, aligned bytes]
         self.aligned = 0
         self.hist_count = np.zeros(64, dtype=np.int64)
         self.hist_bytes = np.zeros(64, dtype=np.int64)
-        self.heaps = {"soh": [0, 0], "loh": [0, 0]}
+        self.places: dict = {}
         self._largest: list = []  # heap of (size, address, length, preview)
 
     def add(self, batch: StringBatch) -> None:
@@ -85,10 +92,10 @@ class StatsCollector:
         self.size += s.base_size * n + s.component_size * length  # the sum of the SOS sizes
         short = lengths < SHORT
         if short.all():
-            self._count_short(lengths, batch.large)
+            self._count_short(lengths, batch.heaps, batch.gc_heap)
         else:
-            self._count_short(lengths[short], batch.large[short])
-            self._add_long(lengths[~short], batch.large[~short])
+            self._count_short(lengths[short], batch.heaps[short], batch.gc_heap)
+            self._add_long(lengths[~short], batch.heaps[~short], batch.gc_heap)
         sizes = s.base_size + s.component_size * lengths
         if len(self._largest) == self.top:  # only strings at least as large as the smallest kept can enter
             pick = np.flatnonzero(sizes >= self._largest[0][0])
@@ -99,25 +106,38 @@ class StatsCollector:
         for i in pick.tolist():
             self._offer((int(sizes[i]), -int(batch.addresses[i]), int(lengths[i]), batch.value(i)[:80]))
 
-    def _count_short(self, lengths: np.ndarray, large: np.ndarray) -> None:
-        on_loh = int(np.count_nonzero(large))
-        if on_loh < len(lengths):
-            self._bump(0, np.bincount(lengths if not on_loh else lengths[~large]))
-        if on_loh:
-            self._bump(1, np.bincount(lengths if on_loh == len(lengths) else lengths[large]))
+    def _count_short(self, lengths: np.ndarray, heaps: np.ndarray, gc_heap: int | None) -> None:
+        if not len(lengths):
+            return
+        first = int(heaps[0])
+        if (heaps == first).all():  # a window's strings nearly always share one heap
+            self._bump((gc_heap, first), np.bincount(lengths))
+            return
+        for code in np.unique(heaps).tolist():
+            self._bump((gc_heap, code), np.bincount(lengths[heaps == code]))
 
-    def _bump(self, heap: int, counts: np.ndarray) -> None:
-        if len(counts) > self.by_length.shape[1]:
-            self.by_length = np.pad(self.by_length, ((0, 0), (0, len(counts) - self.by_length.shape[1])))
-        self.by_length[heap, : len(counts)] += counts
+    def _bump(self, place: tuple, counts: np.ndarray) -> None:
+        have = self.by_length.get(place)
+        if have is None:
+            self.by_length[place] = counts.astype(np.int64, copy=True)
+            return
+        if len(counts) > len(have):
+            have = self.by_length[place] = np.pad(have, (0, len(counts) - len(have)))
+        have[: len(counts)] += counts
 
-    def _add_long(self, lengths: np.ndarray, large: np.ndarray) -> None:
+    def _add_long(self, lengths: np.ndarray, heaps: np.ndarray, gc_heap: int | None) -> None:
+        large = np.isin(heaps, LARGE_HEAPS)
         aligned = aligned_sizes(self.profile, lengths, large)
         self._add_buckets(np.frexp(lengths)[1], np.ones(len(lengths), dtype=np.int64), aligned)
         self.aligned += int(aligned.sum())
-        for name, on in (("soh", ~large), ("loh", large)):
-            self.heaps[name][0] += int(np.count_nonzero(on))
-            self.heaps[name][1] += int(aligned[on].sum())
+        for code in np.unique(heaps).tolist():
+            on = heaps == code
+            self._place(gc_heap, code, int(np.count_nonzero(on)), int(aligned[on].sum()))
+
+    def _place(self, gc_heap: int | None, code: int, count: int, aligned: int) -> None:
+        have = self.places.setdefault((gc_heap, code), [0, 0])
+        have[0] += count
+        have[1] += aligned
 
     def _add_buckets(self, buckets: np.ndarray, counts: np.ndarray, aligned_bytes: np.ndarray) -> None:
         """Histogram buckets by bit length: 0 | 1 | 2-3 | 4-7 | ... (``frexp``: exact below 2**53)."""
@@ -149,28 +169,25 @@ class StatsCollector:
         self.count += other.count
         self.size += other.size
         self.length += other.length
-        for heap in (0, 1):
-            self._bump(heap, other.by_length[heap])
+        for place, counts in other.by_length.items():
+            self._bump(place, counts)
         self.aligned += other.aligned
         self.hist_count += other.hist_count
         self.hist_bytes += other.hist_bytes
-        for name, (count, size) in other.heaps.items():
-            self.heaps[name][0] += count
-            self.heaps[name][1] += size
+        for (gc_heap, code), (count, size) in other.places.items():
+            self._place(gc_heap, code, count, size)
         for item in other._largest:
             self._offer(item)
 
     def finish(self) -> StringStats:
         """The totals; the short strings' sizes and buckets come from their counts by length here."""
-        lengths = np.arange(self.by_length.shape[1])
-        for heap, name in ((0, "soh"), (1, "loh")):
-            counts = self.by_length[heap]
-            aligned = aligned_sizes(self.profile, lengths, bool(heap)) * counts
+        for (gc_heap, code), counts in sorted(self.by_length.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
+            lengths = np.arange(len(counts))
+            aligned = aligned_sizes(self.profile, lengths, code in LARGE_HEAPS) * counts
             self._add_buckets(np.frexp(lengths)[1], counts, aligned)
             self.aligned += int(aligned.sum())
-            self.heaps[name][0] += int(counts.sum())
-            self.heaps[name][1] += int(aligned.sum())
-        self.by_length = np.zeros((2, 0), dtype=np.int64)  # counted in now
+            self._place(gc_heap, code, int(counts.sum()), int(aligned.sum()))
+        self.by_length = {}  # counted in now
         fixed = per_object_bytes(self.profile)
         breakdown = {k: 0 for k in BREAKDOWN_KEYS}
         for k, v in fixed.items():
@@ -187,8 +204,18 @@ class StatsCollector:
                                   "aligned_bytes": int(self.hist_bytes[b])})
         largest = [{"address": f"{-a:#x}", "length": n, "size": s, "value": v}
                    for s, a, n, v in sorted(self._largest, reverse=True)]
-        heaps = {k: {"count": c, "aligned_bytes": b} for k, (c, b) in self.heaps.items()}
-        return StringStats(self.count, self.size, self.aligned, self.length, breakdown, histogram, largest, heaps)
+        heaps: dict = {}
+        gc_heaps: dict = {}
+        for (gc_heap, code), (count, size) in sorted(self.places.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
+            for table, key in ((heaps, HEAPS[code]), (gc_heaps, gc_heap)):
+                entry = table.setdefault(key, {"count": 0, "aligned_bytes": 0})
+                entry["count"] += count
+                entry["aligned_bytes"] += size
+        heaps = {name: heaps[name] for name in HEAPS if name in heaps}
+        gc_heaps = [{"heap": k, **gc_heaps.get(k, {"count": 0, "aligned_bytes": 0})}
+                    for k in range(self.gc_heap_count)] if self.gc_heap_count > 1 else []
+        return StringStats(self.count, self.size, self.aligned, self.length, breakdown, histogram, largest, heaps,
+                           gc_heaps)
 
 
 # --- duplicates -------------------------------------------------------------------------------------

@@ -43,9 +43,17 @@ from ..dump import Dump, Module
 from ..dump.addrspace import AddressSpace
 from ..runtime.profiles import formats_dir
 
-#: the heap an object is on, by the generation number the GC gives it (SOS's gen 3 is the LOH, 4 the POH)
-GENERATION_NAMES = {0: "gen0", 1: "gen1", 2: "gen2", 3: "loh", 4: "poh"}
-GENERATIONS = {name: number for number, name in GENERATION_NAMES.items()}
+#: the heap an object is on, by code: the GC's generation number for the first five (SOS's gen 3 is the LOH,
+#: 4 the POH), then the frozen (non-GC) heap, and "soh" for a small object whose generation is not known
+HEAPS = ("gen0", "gen1", "gen2", "loh", "poh", "frozen", "soh")
+HEAP_CODES = {name: code for code, name in enumerate(HEAPS)}
+LARGE_HEAPS = (HEAP_CODES["loh"], HEAP_CODES["poh"])
+
+
+def generation_number(code: int) -> int | None:
+    """SOS's generation number of a heap code (0, 1, 2; 3 LOH, 4 POH); None for the frozen heap and for a
+    generation that is not known."""
+    return code if code <= HEAP_CODES["poh"] else None
 
 
 @dataclass(frozen=True)
@@ -87,14 +95,14 @@ class Segment:
         gen1, gen0 = self.generation_starts
         return "gen0" if address >= gen0 else "gen1" if address >= gen1 else "gen2"
 
-    def generations(self, addresses: np.ndarray) -> np.ndarray:
-        """:meth:`generation` of many addresses, as SOS numbers them (0, 1, 2; 3 LOH, 4 POH; -1 frozen)."""
+    def heap_codes(self, addresses: np.ndarray) -> np.ndarray:
+        """The heap code (:data:`HEAPS`) of the objects at ``addresses`` (uint64), as :meth:`generation` says."""
         if self.kind != "soh":
-            return np.full(len(addresses), GENERATIONS.get(self.kind, -1), dtype=np.int8)
-        out = np.full(len(addresses), 2, dtype=np.int8)
+            return np.full(len(addresses), HEAP_CODES[self.kind], dtype=np.uint8)
+        out = np.full(len(addresses), HEAP_CODES["gen2"], dtype=np.uint8)
         if self.generation_starts:
             gen1, gen0 = (np.uint64(a) for a in self.generation_starts)
-            out -= (addresses >= gen1).astype(np.int8) + (addresses >= gen0).astype(np.int8)
+            out -= (addresses >= gen1).astype(np.uint8) + (addresses >= gen0).astype(np.uint8)
         return out
 
 

@@ -10,6 +10,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from ..heap.segments import HEAP_CODES, HEAPS
 from ..runtime.profiles import Profile
 from .strings import StringObject
 from ..runtime.structs import decode_utf16
@@ -29,6 +30,12 @@ class StringBatch:
     char_offsets: np.ndarray  # int64: where each string's first character is in `data`
     header_padding: np.ndarray | None = None  # uint32, 64-bit CLR only
     terminated: np.ndarray | None = None  # bool
+    heaps: np.ndarray | None = None  # uint8 heap codes (heap.segments.HEAPS); None: soh / loh by ``large``
+    gc_heap: int | None = None  # the GC heap all of them are on (server GC), when known
+
+    def __post_init__(self):
+        if self.heaps is None:
+            self.heaps = np.where(self.large, HEAP_CODES["loh"], HEAP_CODES["soh"]).astype(np.uint8)
 
     def __len__(self) -> int:
         return len(self.addresses)
@@ -54,7 +61,7 @@ class StringBatch:
         pick = (lambda a: None if a is None else a[mask])
         return StringBatch(self.profile, self.method_table, self.addresses[mask], self.lengths[mask],
                            self.headers[mask], self.large[mask], self.data, self.char_offsets[mask],
-                           pick(self.header_padding), pick(self.terminated))
+                           pick(self.header_padding), pick(self.terminated), self.heaps[mask], self.gc_heap)
 
     def object(self, i: int, decode: bool = True) -> StringObject:
         size = int(self.profile.string.base_size + self.profile.string.component_size * int(self.lengths[i]))
@@ -65,7 +72,8 @@ class StringBatch:
                             max((size + a) & ~a, o.min_object_size), int(self.headers[i]),
                             self.value(i) if decode else None, large,
                             True if self.terminated is None else bool(self.terminated[i]),
-                            0 if self.header_padding is None else int(self.header_padding[i]))
+                            0 if self.header_padding is None else int(self.header_padding[i]),
+                            HEAPS[int(self.heaps[i])])
 
     def objects(self, decode: bool = True) -> Iterator[StringObject]:
         for i in range(len(self)):
@@ -147,6 +155,7 @@ def batch_from_objects(profile: Profile, objects: Iterable[StringObject]) -> Str
         b"".join(raw), offsets,
         np.array([o.header_padding for o in objs], dtype=np.uint64),
         np.array([o.terminated for o in objs], dtype=bool),
+        np.array([HEAP_CODES[o.heap] for o in objs], dtype=np.uint8),
     )
 
 
@@ -179,13 +188,17 @@ def batch_from_window(win, string_mt: int, profile: Profile, space, findings=Non
         terminated = u16.take((ic + 2 * il) >> 1) == 0
         addresses = np.uint64(win.base) + io.astype(np.uint64)
         out.append(StringBatch(profile, string_mt, addresses, il.astype(np.int64, copy=False), headers,
-                               np.full(len(io), win.segment.large), data, ic, pad, terminated))
+                               np.full(len(io), win.segment.large), data, ic, pad, terminated,
+                               win.segment.heap_codes(addresses), win.segment.heap))
     if inside < len(offs):
         from .strings import read_strings
 
         objs = read_strings(space, profile, (win.base + int(x) for x in offs[inside:]), win.segment.large, findings)
         if objs:
-            out.append(batch_from_objects(profile, objs))
+            batch = batch_from_objects(profile, objs)
+            batch.heaps = win.segment.heap_codes(batch.addresses)
+            batch.gc_heap = win.segment.heap
+            out.append(batch)
     return out
 
 

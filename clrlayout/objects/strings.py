@@ -25,9 +25,18 @@ class StringObject:
     aligned_size: int  # bytes it occupies on the GC heap
     header: int  # the 32-bit sync block word (Mono: the pointer-sized lock word)
     value: str | None  # None when the command does not need the characters
-    large: bool = False  # on the large object heap
+    large: bool = False  # on the large object heap (or the pinned one): 8-byte alignment
     terminated: bool = True
     header_padding: int = 0  # the DWORD below the sync block word on 64-bit (0 by design)
+    #: the heap it is on: gen0, gen1, gen2, loh, poh, frozen; soh where the generation is not known
+    heap: str = "soh"
+
+    @property
+    def gen(self) -> int | None:
+        """SOS's generation number: 0, 1, 2; 3 for the LOH, 4 for the POH; None (frozen, or not known)."""
+        from ..heap.segments import HEAP_CODES, generation_number
+
+        return generation_number(HEAP_CODES[self.heap])
 
     def header_state(self, profile: Profile) -> HeaderState:
         return decode_header(self.header, profile.header, is_string=True)

@@ -16,7 +16,7 @@ def info_lines(data: dict) -> list[str]:
         ("OS", data["os"] + (f" {data['os_version']}" if data["os_version"] else "")),
         ("Process", ", ".join(x for x in (proc["name"], proc["pid"] and f"pid {proc['pid']}",
                                            f"{proc['threads']} threads") if x)),
-        ("Runtime", f"{rt['flavor']} {rt['version'] or '(version unknown)'} (from the {rt['version_source']})"),
+        ("Runtime", f"{rt['flavor']} {rt['version'] or '(version unknown)'} (from {rt['version_source']})"),
     ]
     if rt["module"]:
         rows.append(("Runtime module", f"{rt['module']['path']} at {rt['module']['base']}"))

@@ -12,6 +12,7 @@ import json
 import re
 from json.encoder import encode_basestring  # the C encoder json.dumps uses for a str
 
+from ..heap.segments import HEAPS, LARGE_HEAPS, generation_number
 from ..objects.batches import CHUNK  # lines made at once: a chunk's pieces and lines stay in the CPU cache
 from ..objects.strings import StringObject
 from ..runtime.structs import decode_utf16
@@ -38,6 +39,8 @@ def string_record(s: StringObject) -> dict:
         "size": s.size,
         "aligned_size": s.aligned_size,
         "length": s.length,
+        "gen": s.gen,
+        "heap": s.heap,
         "value": s.value,
         "header": s.header,
     }
@@ -78,7 +81,7 @@ def csv_value(value: str) -> str:
 
 
 class _Middles(dict):
-    """(length << 1 | on the LOH) -> the bytes between the address and the value, made once per key."""
+    """(length << 3 | heap code) -> the bytes between the address and the value, made once per key."""
 
     def __init__(self, batch):
         super().__init__()
@@ -86,11 +89,13 @@ class _Middles(dict):
         self.mt = b'", "method_table": "0x%x", "size": ' % batch.method_table
 
     def __missing__(self, key: int) -> bytes:
-        p, length = self.profile, key >> 1
+        p, length, code = self.profile, key >> 3, key & 7
         size = p.string.base_size + p.string.component_size * length
-        align = (p.object.large_object_alignment if key & 1 else p.object.alignment) - 1
+        align = (p.object.large_object_alignment if code in LARGE_HEAPS else p.object.alignment) - 1
         aligned = max((size + align) & ~align, p.object.min_object_size)
-        value = self[key] = self.mt + b'%d, "aligned_size": %d, "length": %d, "value": "' % (size, aligned, length)
+        gen = generation_number(code)
+        value = self[key] = self.mt + b'%d, "aligned_size": %d, "length": %d, "gen": %s, "heap": "%s", "value": "' % (
+            size, aligned, length, b"null" if gen is None else b"%d" % gen, HEAPS[code].encode())
         return value
 
 
@@ -193,7 +198,7 @@ def _chunk_lines(batch, first: int, last: int) -> bytes:
     plain = _plain_strings(start, lengths, units)
     low = units.astype(np.uint8).tobytes()  # each unit's low byte (a cast: several times a strided copy's speed)
     chars = list(map(low.__getitem__, map(slice, start.tolist(), (start + lengths).tolist())))
-    keys = (lengths.astype(np.int64) << 1) | batch.large[first:last]
+    keys = (lengths.astype(np.int64) << 3) | batch.heaps[first:last]
     mids = list(map(_middles(batch).__getitem__, keys.tolist()))
     others = np.flatnonzero(~plain).tolist()
     for i, value in zip(others, _json_values([batch.raw(first + i) for i in others])):

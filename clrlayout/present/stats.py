@@ -56,7 +56,13 @@ def stats_lines(a, r) -> list[str]:
                  f"({_pct(losses, r.total_aligned_size)})")
     lines += ["", "Heaps:"]
     lines += table(["HEAP", "COUNT", "BYTES"],
-                   [[k.upper(), _n(v["count"]), _n(v["aligned_bytes"])] for k, v in r.heaps.items()], "lrr", indent="  ")
+                   [[k.upper() if k in ("soh", "loh", "poh") else k, _n(v["count"]), _n(v["aligned_bytes"])]
+                    for k, v in r.heaps.items()], "lrr", indent="  ")
+    if r.gc_heaps:
+        lines += ["", "GC heaps (server GC):"]
+        lines += table(["GC HEAP", "COUNT", "BYTES"],
+                       [[str(g["heap"]), _n(g["count"]), _n(g["aligned_bytes"])] for g in r.gc_heaps], "rrr",
+                       indent="  ")
     lines += ["", "Lengths:"]
     lines += table(["LENGTH", "COUNT", "BYTES"],
                    [[_range(h), _n(h["count"]), _n(h["aligned_bytes"])] for h in r.histogram], "lrr", indent="  ")
@@ -99,6 +105,8 @@ def _csv(r, duplicates) -> list[str]:
             w.writerow(["breakdown", k, "", v])
         for k, v in r.heaps.items():
             w.writerow(["heap", k, v["count"], v["aligned_bytes"]])
+        for g in r.gc_heaps:
+            w.writerow(["gc_heap", g["heap"], g["count"], g["aligned_bytes"]])
         for h in r.histogram:
             w.writerow(["histogram", _range(h), h["count"], h["aligned_bytes"]])
     return buf.getvalue().rstrip("\n").split("\n")

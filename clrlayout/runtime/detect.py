@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import RuntimeNotFound
+from .image import ImageVersion, holds_runtime, image_version
 from .profiles import Profile, parse_version, select_profile
 from ..dump import Dump, Module
 
@@ -42,6 +43,10 @@ class RuntimeInfo:
     version: str | None
     version_source: str  # where the version came from
     module: Module | None
+    #: the runtime is linked into the app's executable (a self-contained single-file app)
+    single_file: bool = False
+    #: the runtime's own version string: file version and commit (None: not found)
+    image: ImageVersion | None = None
 
     @property
     def version_tuple(self) -> tuple[int, ...] | None:
@@ -49,40 +54,79 @@ class RuntimeInfo:
 
 
 def _version_from_file_version(flavor: str, fv: tuple[int, int, int, int]) -> str | None:
-    """CoreCLR's file version is not its product version: 4.700.x is .NET Core 3.x, 4.6.x is 2.x."""
+    """A product version from a file version: .NET 5+ builds are patch * 100 + year (8.0.424 is 8.0.4); .NET
+    Core's were 4.700.x (3.x) and 4.6.x (2.x); the .NET Framework's is its version."""
     major, minor, build, rev = fv
     if flavor == "netfx":
         return f"{major}.{minor}.{build}.{rev}"
     if major >= 5:
-        return f"{major}.{minor}"
-    if major == 4 and minor >= 700:
-        return "3.0" if minor < 800 else None
+        return f"{major}.{minor}.{build // 100}"
+    if major == 4 and 700 <= minor < 800:
+        return "3.x"
     if major == 4 and 600 <= minor < 700:
-        return "2.0"
+        return "2.x"
     return None
 
 
 def detect_runtime(dump: Dump) -> RuntimeInfo:
-    """The CLR in the dump, from its module list; :class:`RuntimeNotFound` when there is none."""
+    """The CLR in the dump: a runtime module of the module list, or an executable that carries one (a
+    single-file app); :class:`RuntimeNotFound` when there is none.  Its version comes from the binary -- its
+    own version string, else the version resource a minidump records -- and from the module path only when
+    the binary does not say (``version_source`` tells which)."""
     found = [(m, f) for m in dump.modules if (f := runtime_flavor(m.name))]
+    single_file = False
     if not found:
-        names = ", ".join(sorted({n for n in RUNTIME_MODULES}))
-        raise RuntimeNotFound(f"{dump.path}: no .NET runtime module in the dump (looked for {names})")
+        exe = _single_file_runtime(dump)
+        if exe is None:
+            names = ", ".join(sorted({n for n in RUNTIME_MODULES}))
+            raise RuntimeNotFound(f"{dump.path}: no .NET runtime module in the dump (looked for {names}, and for "
+                                  f"an executable with the runtime linked in)")
+        found, single_file = [(exe, "coreclr")], True
     # prefer CoreCLR / .NET Framework over Mono if several are loaded
     found.sort(key=lambda mf: {"coreclr": 0, "netfx": 1, "mono": 2}[mf[1]])
     module, flavor = found[0]
-    m = _PATH_VERSION.search(module.path)
-    if m:
-        return RuntimeInfo(flavor, m.group(1), "module path", module)
-    if module.file_version:
-        v = _version_from_file_version(flavor, module.file_version)
+    image = image_version(dump, module) if flavor != "mono" else None
+    version, source = _version(flavor, module, image)
+    return RuntimeInfo(flavor, version, source, module, single_file, image)
+
+
+def _version(flavor: str, module: Module, image: ImageVersion | None) -> tuple[str | None, str]:
+    path = _PATH_VERSION.search(module.path)
+    path_version = path.group(1) if path else None
+    if image is not None:
+        v = _version_from_file_version(flavor, image.file_version)
+        said = f"the runtime's version string in {image.where} ({image.describe()})"
+        if v and "x" not in v:
+            return v, said
+        if v and path_version and path_version.startswith(v.split(".")[0] + "."):
+            return path_version, f"the module path; {said} agrees ({v})"
         if v:
-            return RuntimeInfo(flavor, v, f"file version {'.'.join(map(str, module.file_version))}", module)
+            return v, said
+    for what, fv in (("product version", module.product_version), ("file version", module.file_version)):
+        if fv and fv[0]:
+            v = _version_from_file_version(flavor, fv)
+            if v and ("x" not in v or not path_version):
+                return v, f"the module's {what} resource {'.'.join(map(str, fv))}"
+    if path_version:
+        return path_version, "the module path"
     if module.name.lower() == "mscorwks.dll":
-        return RuntimeInfo(flavor, "2.0", "module name", module)
+        return "2.0", "the module name"
     if flavor == "netfx":
-        return RuntimeInfo(flavor, "4.0", "module name (clr.dll is .NET Framework 4.x)", module)
-    return RuntimeInfo(flavor, None, "unknown", module)
+        return "4.0", "the module name (clr.dll is .NET Framework 4.x)"
+    return None, "unknown"
+
+
+def _single_file_runtime(dump: Dump) -> Module | None:
+    """The executable of a single-file app: the main module, when it carries the runtime.  (Only the main
+    module is looked for: a minidump lists it first; an ELF core names the process after it.)"""
+    name = (dump.process_name or "").lower()
+    candidates = [m for m in dump.modules if name and m.name.lower().startswith(name)]
+    if dump.format == "minidump" and dump.modules:
+        candidates.insert(0, dump.modules[0])
+    for module in candidates[:2]:
+        if holds_runtime(dump, module):
+            return module
+    return None
 
 
 def profile_for(dump: Dump, runtime: RuntimeInfo, directory=None) -> Profile:

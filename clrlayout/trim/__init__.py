@@ -47,7 +47,11 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
             if max_strings is not None and count >= max_strings:
                 break
             count += 1
-        # the heap segments' headers (read by find_gc_heap before recording started)
+        # what opening the dump read before recording started: the runtime's version string, and the heap
+        # segments' headers
+        from ..runtime.detect import detect_runtime
+
+        detect_runtime(a.dump)
         if a.heap.dac_vars is not None:
             from ..heap.segments import find_gc_heap
 

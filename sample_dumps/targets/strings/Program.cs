@@ -16,6 +16,19 @@ using System.Runtime.InteropServices;
 using System.Text;
 using System.Threading;
 
+// Run inside another .NET app -- a single-file app, whose runtime is linked into its executable -- as a
+// startup hook: DOTNET_STARTUP_HOOKS=/path/strings.dll, with the arguments in CLRLAYOUT_TRUTH and
+// CLRLAYOUT_STALE.  The app's own Main never runs: the process leaves once the dump is written.
+internal class StartupHook
+{
+    public static void Initialize()
+    {
+        Program.Main(new[] { Environment.GetEnvironmentVariable("CLRLAYOUT_TRUTH") ?? "truth.json",
+                             Environment.GetEnvironmentVariable("CLRLAYOUT_STALE") ?? "1000" });
+        Environment.Exit(0);
+    }
+}
+
 static class Program
 {
     // Keeps every known string reachable (and so alive) until the process ends.
@@ -36,7 +49,7 @@ static class Program
         return new string(s.ToCharArray());
     }
 
-    static void Main(string[] args)
+    internal static void Main(string[] args)
     {
         string truthPath = args.Length > 0 ? args[0] : "truth.json";
         int staleCount = args.Length > 1 ? int.Parse(args[1]) : 1000;

@@ -1,0 +1,128 @@
+"""What a module's own bytes say: the runtime's version string, and the signature a single-file app's runtime
+carries.
+
+CoreCLR binaries carry ``@(#)Version 8.0.424.16909 @Commit: 2d7eea25...``: the file version (its build number is
+the patch times 100 plus the year: 8.0.4) and the commit it was built from.  A self-contained single-file app
+links the runtime into its executable, which then exports ``DotNetRuntimeInfo`` (a structure that starts with
+that name): no libcoreclr module is loaded, so the module that holds those bytes is the runtime.
+
+The bytes are looked for in the dump's copy of the module first; a dump that left the module's read-only
+pages out is read from the file at the path it names, when that file is the same one (its first page equals
+the dump's, where the dump has it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from ..dump import Dump, Module
+
+SCCSID = re.compile(rb"@\(#\)Version (\d+)\.(\d+)\.(\d+)\.(\d+)(?: @Commit: ([0-9a-f]{7,40}))?")
+RUNTIME_INFO = b"DotNetRuntimeInfo\0"
+#: the most of a module file read from disk when the dump lacks its bytes
+MAX_IMAGE_FILE = 512 << 20
+CHUNK = 4 << 20
+
+
+@dataclass(frozen=True)
+class ImageVersion:
+    file_version: tuple[int, int, int, int]
+    commit: str | None
+    where: str  # "the dump" | "<path> on this machine"
+
+    @property
+    def product_version(self) -> str | None:
+        """The product version the file version stands for: 8.0.424 -> 8.0.4 (.NET 5+); None for .NET Core 3.x
+        and older, whose file versions (4.700.x, 4.6.x) do not carry it."""
+        major, minor, build, _ = self.file_version
+        if major >= 5:
+            return f"{major}.{minor}.{build // 100}"
+        return None
+
+    def describe(self) -> str:
+        text = ".".join(map(str, self.file_version))
+        return f"file version {text}" + (f", commit {self.commit[:12]}" if self.commit else "")
+
+
+def _chunks_in_dump(dump: Dump, module: Module):
+    """The module's bytes the dump holds, in windows that overlap by a little (a match may straddle two)."""
+    overlap = 128
+    for address, data in dump.memory.iter_windows(module.base, module.end, window=CHUNK):
+        yield address, data
+        # the next window starts where this one ends; keep a tail so that straddling matches are found
+        if len(data) > overlap:
+            tail_at = address + len(data) - overlap
+            nxt = dump.memory.read_available(tail_at, 2 * overlap)
+            yield tail_at, nxt
+
+
+def _same_file(dump: Dump, module: Module, path: str) -> bool:
+    """Whether the file at ``path`` is the module the dump mapped: its first page equals the dump's copy of
+    the module's first page (when the dump has none, the name is all there is to go by)."""
+    if not os.path.isfile(path):
+        return False
+    first = dump.memory.try_read(module.base, 4096)
+    if first is None:
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096) == first
+    except OSError:
+        return False
+
+
+def _chunks_on_disk(path: str):
+    try:
+        with open(path, "rb") as f:
+            at, tail = 0, b""
+            while at < MAX_IMAGE_FILE:
+                data = f.read(CHUNK)
+                if not data:
+                    return
+                yield at - len(tail), tail + data
+                tail = data[-128:]
+                at += len(data)
+    except OSError:
+        return
+
+
+def find_in_module(dump: Dump, module: Module, pattern) -> tuple[re.Match | int, str] | None:
+    """The first match of ``pattern`` (a compiled regex, or bytes) in the module's bytes: in the dump, else in
+    the file on this machine at the module's path; with where it was found."""
+    def search(chunks, where):
+        for at, data in chunks:
+            if isinstance(pattern, bytes):
+                i = data.find(pattern)
+                if i >= 0:
+                    if where == "the dump":
+                        dump.memory.note(at + i, len(pattern))  # trim keeps what a result rests on
+                    return i, where
+            else:
+                m = pattern.search(data)
+                if m:
+                    if where == "the dump":
+                        dump.memory.note(at + m.start(), m.end() - m.start())
+                    return m, where
+        return None
+
+    found = search(_chunks_in_dump(dump, module), "the dump")
+    if found is None and _same_file(dump, module, module.path):
+        found = search(_chunks_on_disk(module.path), f"{module.path} on this machine")
+    return found
+
+
+def image_version(dump: Dump, module: Module) -> ImageVersion | None:
+    """The version string of a CoreCLR binary (libcoreclr.so, coreclr.dll, or a single-file executable)."""
+    found = find_in_module(dump, module, SCCSID)
+    if found is None:
+        return None
+    m, where = found
+    commit = m.group(5).decode() if m.group(5) else None
+    return ImageVersion(tuple(int(g) for g in m.groups()[:4]), commit, where)
+
+
+def holds_runtime(dump: Dump, module: Module) -> bool:
+    """Whether the module carries a runtime (a single-file app's executable does)."""
+    return find_in_module(dump, module, RUNTIME_INFO) is not None
