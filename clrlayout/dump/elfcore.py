@@ -93,6 +93,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
     regions, missing = [], 0
     described = []  # every mapping, saved or not
     modules: list[Module] = []
+    mappings: list[tuple[int, int]] = []
     threads: list[tuple[int, int | None]] = []  # (thread id, stack pointer)
     pid, process_name = None, None
     expected = phoff + elf["e_phnum"] * phentsize
@@ -135,7 +136,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
                     name = d.get("pr_fname", b"")
                     process_name = name.split(b"\0")[0].decode("utf-8", "replace") if isinstance(name, bytes) else None
                 elif kind == "NT_FILE":
-                    modules = _modules_from_nt_file(r, note["n_desc"])
+                    modules, mappings = _modules_from_nt_file(r, note["n_desc"])
     if not modules:
         r.warn("no NT_FILE note: module paths and bases are unknown")
     limits.check("memory range count", len(regions), "max_memory_ranges", path)
@@ -146,7 +147,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
     return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
                 modules=modules, threads=[_thread(space, tid, sp) for tid, sp in threads], pid=pid,
                 process_name=process_name, warnings=r.warnings, container=container, file_size=source.size,
-                expected_size=expected)
+                expected_size=expected, file_mappings=mappings)
 
 
 def _prstatus(desc, arch: str, little: bool) -> tuple[int, int | None]:
@@ -181,19 +182,23 @@ def _stream_for(current, on_disk, source, end: int):
     return io.BytesIO(source.pread(0, min(end, source.size)))
 
 
-def _modules_from_nt_file(r: _Reader, desc) -> list[Module]:
-    """One module per mapped file: its lowest mapping is the base, the highest end bounds its size."""
+def _modules_from_nt_file(r: _Reader, desc) -> tuple[list[Module], list[tuple[int, int]]]:
+    """One module per mapped file (its lowest mapping is the base, the highest end bounds its size), and
+    every mapping as it is."""
     entries = desc.get("Elf_Nt_File_Entry", [])
     names = desc.get("filename", [])
     if len(entries) > r.limits.max_modules:
         r.warn(f"NT_FILE lists {len(entries):,} mappings; reading {r.limits.max_modules:,}")
         entries = entries[: r.limits.max_modules]
     spans: dict[str, list[int]] = {}
+    mappings = []
     for entry, name in zip(entries, names):
         path = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
         lo, hi = entry["vm_start"], entry["vm_end"]
         if hi <= lo:
             continue
+        mappings.append((lo, hi))
         span = spans.setdefault(path, [lo, hi])
         span[0], span[1] = min(span[0], lo), max(span[1], hi)
-    return [Module(path=p, base=lo, size=hi - lo) for p, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1][0])]
+    modules = [Module(path=p, base=lo, size=hi - lo) for p, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1][0])]
+    return modules, sorted(mappings)

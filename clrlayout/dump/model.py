@@ -90,6 +90,18 @@ class Dump:
     #: the file's size, and the size its own tables say it has (its streams, notes and memory)
     file_size: int = 0
     expected_size: int = 0
+    #: an ELF core's NT_FILE mappings, one (start, end) per mapping: a module's span from its lowest to its
+    #: highest mapping can enclose other memory (CoreLib is mapped twice, far apart), its mappings do not
+    file_mappings: list[tuple[int, int]] = field(default_factory=list)
+
+    def file_backed_ranges(self) -> list[tuple[int, int]]:
+        """The address ranges a file backs (module images, mapped files), sorted: memory no GC object lives in."""
+        if self.file_mappings:
+            ranges = list(self.file_mappings)
+        else:
+            ranges = [(m.base, m.end) for m in self.modules]
+        ranges += [(i.base, i.end) for i in self.memory_info if i.type in ("image", "mapped")]
+        return sorted(ranges)
 
     @property
     def truncated_bytes(self) -> int:

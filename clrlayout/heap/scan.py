@@ -60,8 +60,7 @@ def scan_ranges(dump: Dump, bounds: list | None = None) -> Iterator[tuple[int, i
     file (a minidump's MemoryInfoList says which ranges are), and inside ``bounds``, the ranges the GC's
     bookkeeping allows (``GcHeap.bounds``: end None = as far as the memory the dump holds goes)."""
     space = dump.memory
-    excluded = sorted([(m.base, m.end) for m in dump.modules]
-                      + [(i.base, i.end) for i in dump.memory_info if i.type in ("image", "mapped")])
+    excluded = dump.file_backed_ranges()
     runs = list(space.iter_runs())
     if bounds is not None:  # (the first object's header lies before the first object: HEADER_ROOM bytes)
         allowed = _merged([(lo - HEADER_ROOM, hi if hi is not None else space.mapped_end(lo)) for lo, hi in bounds])

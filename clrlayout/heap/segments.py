@@ -377,18 +377,20 @@ def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
 def _segments(heap: GcHeap, gc: _Interface, h: _HeapRef, seen: set, limits) -> str | None:
     """Add one GC heap's segments or regions; a problem, or None."""
     space = gc.space
-    if h.ephemeral_segment and h.alloc_allocated is not None and h.ephemeral_segment < h.alloc_allocated:
-        # the ephemeral segment's objects lie between its header and alloc_allocated, whatever is missing
-        heap.bounds.append((h.ephemeral_segment, h.alloc_allocated))
-    if not h.ephemeral_segment or h.alloc_allocated is None:
-        return "GcDacVars found, but an ephemeral segment or alloc_allocated is not in the dump"
     gens = [gc.generation(h, g) for g in range(gc.dv.generation_count)]
-    _, _, ctx_ptr, ctx_limit = gens[0]
-    if ctx_ptr and ctx_limit and ctx_ptr < ctx_limit:
-        heap.gaps.append((ctx_ptr, ctx_limit))
     # regions: each generation has its own list (ClrMD's test: gen0 and gen1 do not share a start)
     regions = gens[0][0] != gens[1][0] or gc.generation_field("allocation_start") is None
     heap.layout = "regions" if regions else "segments"
+    if not regions and h.ephemeral_segment and h.alloc_allocated is not None \
+            and h.ephemeral_segment < h.alloc_allocated:
+        # the ephemeral segment's objects lie between its header and alloc_allocated, whatever is missing (a
+        # region's header is in the GC's bookkeeping, away from its objects: no such bound)
+        heap.bounds.append((h.ephemeral_segment, h.alloc_allocated))
+    if not h.ephemeral_segment or h.alloc_allocated is None:
+        return "GcDacVars found, but an ephemeral segment or alloc_allocated is not in the dump"
+    _, _, ctx_ptr, ctx_limit = gens[0]
+    if ctx_ptr and ctx_limit and ctx_ptr < ctx_limit:
+        heap.gaps.append((ctx_ptr, ctx_limit))
     if regions:
         lists = [(2, "gen2"), (1, "gen1"), (0, "gen0"), (3, "loh")]
     else:
