@@ -230,10 +230,12 @@ def info(file, fmt, mt, profile, heap, quiet):
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Stop after N objects.")
 @click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
+@click.option("--full", is_flag=True, help="Whole values in the table (not cut at 80 characters) and the whole hex "
+              "dump with --layout (not cut at 64 lines).")
 @jobs_option
 @scan_options
-def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_length, min_size, max_size, generations,
-         contains, regex, address_range, mt, profile, heap, quiet):
+def dump(file, type_name, fmt, limit, layout, full, jobs, strict, min_length, max_length, min_size, max_size,
+         generations, contains, regex, address_range, mt, profile, heap, quiet):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
     from . import parallel
     from .present import text
@@ -250,8 +252,8 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
             out(text.dumpheap_header(ptr))
         if fmt == "csv":
             out("address,method_table,size,aligned_size,length,header,value")
-        render = _batch_renderer(fmt, ptr)
-        progress = _progress(a, enabled=fmt == "table")
+        render = _batch_renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT)
+        progress = _progress(a, enabled=fmt == "table", rows_to=sys.stdout)
         if not layout and limit is None and a.windowed:
             def render_window(win):
                 step = parallel.StepOutput()
@@ -285,7 +287,7 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
                 aligned += int(batch.aligned_sizes.sum())
                 if layout:
                     for s in batch.objects():
-                        _print_layout(a, s, fmt)
+                        _print_layout(a, s, fmt, full)
                 else:
                     sys.stdout.flush()
                     parallel.write_out(render(batch))  # a list of bytes
@@ -295,7 +297,7 @@ def dump(file, type_name, fmt, limit, layout, jobs, strict, min_length, max_leng
         _report(a, quiet, strict)
 
 
-def _batch_renderer(fmt: str, ptr: int):
+def _batch_renderer(fmt: str, ptr: int, value_limit: int | None = 80):
     """batch -> the bytes of its lines on stdout, as a list of bytes, for --format table, csv or jsonl."""
     from .present import jsonout, text
 
@@ -318,18 +320,19 @@ def _batch_renderer(fmt: str, ptr: int):
         return render_csv
 
     def render_table(batch) -> list:
-        return ["".join(text.dumpheap_line(s, ptr) + "\n" for s in batch.objects()).encode(encoding, errors)]
+        return ["".join(text.dumpheap_line(s, ptr, value_limit) + "\n"
+                        for s in batch.objects()).encode(encoding, errors)]
 
     return render_table
 
 
-def _progress(a, enabled: bool):
+def _progress(a, enabled: bool, rows_to=None):
     from .present.progress import ScanProgress
 
-    return ScanProgress(sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes, enabled)
+    return ScanProgress(sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes, enabled, rows_to)
 
 
-def _print_layout(a, s, fmt: str = "table") -> None:
+def _print_layout(a, s, fmt: str = "table", full: bool = False) -> None:
     from .objects.layout import string_layout
     from .present import hexview, text
     from .objects.strings import object_span
@@ -342,13 +345,13 @@ def _print_layout(a, s, fmt: str = "table") -> None:
         lay = string_layout(a.profile, s.length, s, data, s.large)
         out(dumps({**string_record(s), "layout": layout_record(lay)}))
         return
-    lay = string_layout(a.profile, s.length, s, data, s.large, max_value_chars=60)
+    lay = string_layout(a.profile, s.length, s, data, s.large, max_value_chars=None if full else 60)
     title = (f"System.String at {s.address:#x} (MethodTable {s.method_table:#x}, "
              f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {s.heap}):")
     for line in text.layout_table(lay, title):
         out(line)
     out()
-    for line in hexview.hex_dump(lay):
+    for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
         out(line)
     out()
 
@@ -443,8 +446,14 @@ def trim(file, output, max_strings, mt, profile, quiet):
         raise click.UsageError("OUTPUT must not be the input file")
     r = do_trim(file, output, mt, profile, limits=limits_from_env(), max_strings=max_strings)
     if not quiet:
+        held = f"{r.strings_in_output:,} strings"
+        if max_strings is not None and r.strings_in_output != r.strings:
+            held += f" (the first {r.strings:,} asked for; the pages kept hold the rest)"
         out(f"{output}: {r.output_bytes:,} bytes (from {r.input_bytes:,}); kept {r.kept_memory:,} of "
-            f"{r.total_memory:,} bytes of memory in {r.ranges} ranges; {r.strings:,} strings")
+            f"{r.total_memory:,} bytes of memory in {r.ranges} ranges; {held}")
+        if r.missing_in_output:
+            out(f"{output}: its heap runs on past the memory kept ({r.missing_in_output:,} places): info and dump "
+                "on it say so with memory-missing warnings")
 
 
 # --- layout -----------------------------------------------------------------------------------------
@@ -480,6 +489,10 @@ def layout(type_name, lengths, runtimes, archs, runtime_version, fmt):
     chosen = select_variants(runtimes, archs, runtime_version)
     if not chosen:
         raise click.BadParameter("no profile matches", param_hint="--runtime/--arch")
+    longest = min(v.profile.string.max_length for v in chosen)
+    if ns[-1] > longest:
+        raise UsageError(f"--length {lengths}: no runtime makes a string longer than {longest:,} characters "
+                         f"({longest:#x}, String.MaxLength)")
     layouts = [(v.label, string_layout(v.profile, n)) for n in ns for v in chosen]
     if fmt == "json":
         out(dumps([present.layout_record(label, lay) for label, lay in layouts]))

@@ -87,7 +87,7 @@ def test_dump_layout(capsys, sample):
     ptr = sample.truth["pointer_size"]
     assert "(object header: sync block)" in out and "(object header: MethodTable)" in out
     assert ("(object header: padding)" in out) == (ptr == 8)
-    assert "m_StringLength" in out and "(terminator)" in out
+    assert "_stringLength" in out and "_firstChar (UTF-16 characters)" in out and "(terminator)" in out
     assert "Space losses:" in out and "Instance size:" in out
     assert "mm mm mm mm" in out  # hex view field marks
 

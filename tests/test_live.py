@@ -33,29 +33,34 @@ def report(*args, **kw) -> tuple[int, dict]:
     return r.returncode, json.loads(r.stdout)
 
 
-def mono_available() -> bool:
+def mono_missing() -> str | None:
+    """Why Mono cannot be hosted here (the product's own message, naming the missing library), or None."""
     from clrlayout.errors import LiveRuntimeUnavailable
     from clrlayout.live.host import find_mono
 
     try:
         find_mono()
-        return True
-    except LiveRuntimeUnavailable:
+        return None
+    except LiveRuntimeUnavailable as e:
         if os.environ.get("CLRLAYOUT_REQUIRE_MONO"):
-            pytest.fail("Mono is required here (CLRLAYOUT_REQUIRE_MONO) but libmonosgen-2.0 is not installed")
-        return False
+            pytest.fail(f"Mono is required here (CLRLAYOUT_REQUIRE_MONO): {e}")
+        return f"{e} (CI installs it)"
 
 
-needs_mono = pytest.mark.skipif("not mono_available()", reason="Mono is not installed (CI installs it)")
+_MONO_MISSING = mono_missing()
+needs_mono = pytest.mark.skipif(_MONO_MISSING is not None, reason=_MONO_MISSING or "")
 
 
 def _case(data, name):
     return next(c for c in data["cases"] if c["name"] == name)
 
 
-def test_coreclr_all_checks_pass():
-    code, data = report("--max-length", "64")
+def test_coreclr_all_checks_pass(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code, data = report("--max-length", "64", env={"TMPDIR": str(scratch)})
     assert code == 0
+    assert list(scratch.iterdir()) == []  # nothing left behind in $TMPDIR
     assert data["runtime"]["flavor"] == "coreclr" and data["runtime"]["version"] == "3.1.23"
     assert data["profile"] == "coreclr-x64"
     assert data["failures"] == 0 and data["checks"] >= 500
@@ -129,7 +134,27 @@ def test_mono_capture_round_trip(tmp_path):
 def test_missing_mono_is_a_clear_error(tmp_path):
     r = live("--runtime", "mono", env={"CLRLAYOUT_MONO_LIB": str(tmp_path / "libmonosgen-2.0.so.1")})
     assert r.returncode == 7
-    assert r.stderr.startswith("clrlayout: error:") and "apt-get install mono-runtime" in r.stderr
+    assert r.stderr.startswith("clrlayout: error:") and "apt-get install libmonosgen-2.0-1" in r.stderr
+
+
+def test_mono_without_its_embedding_library_names_it(tmp_path, monkeypatch):
+    """mono-runtime without mono-devel: the mono program is there, libmonosgen-2.0.so.1 is not."""
+    import clrlayout.live.host as host
+    from clrlayout.errors import LiveRuntimeUnavailable
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mono").write_text("#!/bin/sh\n")
+    (bin_dir / "mono").chmod(0o755)
+    monkeypatch.setattr(host, "MONO_LIBRARIES", [str(tmp_path / "absent.so.1")])
+    monkeypatch.setattr(host.ctypes.util, "find_library", lambda name: None)
+    monkeypatch.delenv("CLRLAYOUT_MONO_LIB", raising=False)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with pytest.raises(LiveRuntimeUnavailable) as e:
+        host.find_mono()
+    message = str(e.value)
+    assert f"Mono is installed ({bin_dir / 'mono'}) but not its embedding library" in message
+    assert "libmonosgen-2.0.so.1" in message and "libmonosgen-2.0-1" in message
 
 
 def test_layout_command_matches_the_live_runtime(capsys):

@@ -169,3 +169,45 @@ def test_layout_as_json_lines(capsys):
         assert sum(row["size"] for row in lay["rows"]) == lay["aligned_size"] == r["aligned_size"]
         assert len(bytes.fromhex(lay["bytes"])) == r["aligned_size"]
         assert {row["role"] for row in lay["rows"]} >= {"sync-block", "method-table", "length", "terminator"}
+
+
+# --- how values are shown -------------------------------------------------------------------------------
+
+
+def test_full_shows_whole_values_and_the_whole_hex(capsys):
+    """Tables cut values at 80 characters and --layout's hex at 64 lines, each saying so; --full shows all."""
+    code, out, _ = run(capsys, "dump", LINUX, "--min-length", "50000", "-q")
+    row = out.splitlines()[1]
+    assert code == 0 and row.endswith('L\u2026"') and row.count("L") == 80
+    code, out, _ = run(capsys, "dump", LINUX, "--min-length", "50000", "-q", "--full")
+    assert out.splitlines()[1].count("L") == 50000
+    code, cut, _ = run(capsys, "dump", LINUX, "--min-length", "50000", "-q", "--layout")
+    hex_rows = [line for line in cut.splitlines() if line.startswith("00007f")]
+    assert len(hex_rows) == 64 and "not shown; dump --full shows them" in cut
+    code, whole, _ = run(capsys, "dump", LINUX, "--min-length", "50000", "-q", "--layout", "--full")
+    hex_rows = [line for line in whole.splitlines() if line.startswith("00007f")]
+    assert len(hex_rows) * 16 >= 100024 and "not shown" not in whole
+    assert whole.splitlines()[-2] == cut.splitlines()[-2]  # the end of the object is shown either way
+
+
+def test_csv_values_are_one_reversible_encoding(capsys):
+    """CSV: backslash as \\\\, control characters and lone surrogates as \\uXXXX; decoding gives back the
+    exact value (JSON Lines has it), so NUL, line breaks and lone surrogates are never ambiguous."""
+    import csv
+    import io
+    import re
+
+    def decode(v):
+        return re.sub(r"\\\\|\\u([0-9a-f]{4})", lambda m: "\\" if m.group() == "\\\\" else chr(int(m.group(1), 16)), v)
+
+    code, out, _ = run(capsys, "dump", LINUX, "--format", "csv", "-q")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    code, jl, _ = run(capsys, "dump", LINUX, "--format", "jsonl", "-q")
+    values = {json.loads(line)["address"]: json.loads(line)["value"] for line in jl.splitlines()}
+    assert len(rows) == len(values)
+    assert "\0" not in out and not re.search("[\ud800-\udfff]", out)
+    tricky = 0
+    for r in rows:
+        assert decode(r["value"]) == values[r["address"]]
+        tricky += bool(re.search("[\\\\\x00-\x1f\ud800-\udfff]", values[r["address"]]))
+    assert tricky >= 3  # the sample's embedded NUL, lone surrogates and a path with backslashes or controls

@@ -298,16 +298,19 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("fmt, tty, shown", [("table", True, True), ("jsonl", True, False), ("table", False, False)])
-def test_progress_bar_only_on_a_terminal_and_for_tables(fmt, tty, shown):
+@pytest.mark.parametrize("fmt, tty, rows_on_tty, extra, shown", [
+    ("table", True, False, [], True), ("jsonl", True, False, [], False), ("table", False, False, [], False),
+    ("table", True, True, [], False), ("table", True, True, ["--limit", "500"], False)])
+def test_progress_bar_only_on_a_terminal_and_for_tables(fmt, tty, rows_on_tty, extra, shown):
     """The bar (bytes, strings, rate) goes to stderr when it is a terminal and the output is a table;
-    never with JSON Lines, never into a pipe."""
+    never with JSON Lines, never into a pipe, and never while the rows go to the same terminal (a row
+    would be glued to the bar)."""
     sample = SAMPLES / manifest()[0]["file"]
     master, slave = os.openpty() if tty else os.pipe()  # (reader, writer)
     try:
-        p = subprocess.run([sys.executable, "-c", BAR, "dump", str(sample), "--format", fmt, "--jobs", "2"],
-                           stdout=subprocess.DEVNULL, stderr=slave, timeout=120,
-                           env=dict(os.environ, CLRLAYOUT_LIMITS=SMALL_WINDOWS, COLUMNS="120"))
+        p = subprocess.Popen([sys.executable, "-c", BAR, "dump", str(sample), "--format", fmt, "--jobs", "2",
+                              *extra], stdout=slave if rows_on_tty else subprocess.DEVNULL, stderr=slave,
+                             env=dict(os.environ, CLRLAYOUT_LIMITS=SMALL_WINDOWS, COLUMNS="120"))
         os.close(slave)
         err = b""
         while True:
@@ -318,8 +321,11 @@ def test_progress_bar_only_on_a_terminal_and_for_tables(fmt, tty, shown):
             if not chunk:
                 break
             err += chunk
+        p.wait(timeout=120)
     finally:
         os.close(master)
+    if rows_on_tty:
+        assert b"Total" in err  # the rows did reach the terminal
     assert p.returncode == 0
     assert (b"scanning" in err) == shown
     if shown:

@@ -122,3 +122,25 @@ def test_profiles_are_values():
     p = select_profile("coreclr", "x64", "3.1.23")
     assert p == select_profile("coreclr", "x64", "3.1.23")
     assert p != dataclasses.replace(p, string=dataclasses.replace(p.string, base_size=24))
+
+
+@pytest.mark.parametrize("flavor,arch,version,names", [
+    ("netfx", "x64", "4.8", ("m_stringLength", "m_firstChar")),   # the golden WinDbg !do of ../shared/golden
+    ("coreclr", "x64", "2.0.0", ("m_stringLength", "m_firstChar")),
+    ("coreclr", "x64", "2.1.30", ("_stringLength", "_firstChar")),
+    ("coreclr", "x86", "10.0.0", ("_stringLength", "_firstChar")),
+])
+def test_string_field_names_are_the_managed_ones(flavor, arch, version, names):
+    """!dumpobj shows the managed names from metadata; the native StringObject's m_StringLength is not one."""
+    s = select_profile(flavor, arch, version).string
+    assert (s.length_field, s.chars_field) == names
+
+
+def test_golden_field_names_match_the_netfx_profile():
+    import json
+    from pathlib import Path
+
+    golden = json.loads((Path(__file__).parents[2] / "shared/golden/netfx-windbg-strings.json").read_text())
+    text = json.dumps(golden)
+    p = select_profile("netfx", "x64", "4.8").string
+    assert f'"{p.length_field}"' in text and f'"{p.chars_field}"' in text

@@ -55,10 +55,14 @@ def test_duplicates_are_exact(capsys, sample):
     want = {v: c for v, c in counts.items() if c > 1}
     got = {d["value"]: d for d in st["duplicates"]}
     assert set(got) == set(want)
+    lowest = {}
+    for r in rows:
+        lowest[r["value"]] = min(lowest.get(r["value"], r["address"]), r["address"], key=lambda a: int(a, 16))
     for v, d in got.items():
         assert d["count"] == want[v]
         assert d["aligned_size"] == aligned[v]
         assert d["wasted_bytes"] == (want[v] - 1) * aligned[v]
+        assert d["first_address"] == lowest[v]  # an address to follow up with !do / !gcroot
     assert st["total_wasted_bytes"] == sum((c - 1) * aligned[v] for v, c in want.items())
     wasted = [d["wasted_bytes"] for d in st["duplicates"]]
     assert wasted == sorted(wasted, reverse=True)
@@ -88,11 +92,11 @@ def test_table_and_csv(capsys, sample):
     assert "Where the bytes go:" in out and "alignment padding" in out and "Lengths:" in out
     assert main(["stats", str(sample.path), "--duplicates", "--top", "3", "-q"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["COUNT", "ALIGNED", "WASTED", "VALUE"]
+    assert out.splitlines()[0].split() == ["COUNT", "ALIGNED", "WASTED", "FIRST", "ADDRESS", "VALUE"]
     assert "duplicated values in" in out.splitlines()[-1]
     assert main(["stats", str(sample.path), "--duplicates", "--format", "csv", "-q"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert rows and set(rows[0]) == {"value", "count", "aligned_size", "wasted_bytes"}
+    assert rows and set(rows[0]) == {"value", "count", "aligned_size", "wasted_bytes", "first_address"}
     assert main(["stats", str(sample.path), "--format", "csv", "-q"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     total = next(r for r in rows if r["table"] == "total")
@@ -238,3 +242,13 @@ def test_generation_and_size_filters(capsys, sample):
     assert picked == [r for r in rows if 40 <= r["size"] <= 200] and picked
     st = _json(capsys, "stats", sample.path, "--gen", "0")
     assert st["count"] == sum(r["heap"] == "gen0" for r in rows) and set(st["heaps"]) == {"gen0"}
+
+
+def test_duplicates_csv_keeps_to_top(capsys, sample):
+    """--top limits the CSV list as it does the table and JSON, and each row has its first address."""
+    st = _json(capsys, "stats", sample.path, "--duplicates", "--top", "3")
+    assert main(["stats", str(sample.path), "--duplicates", "--top", "3", "--format", "csv", "-q"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 3 < st["duplicated_values"]
+    assert [(r["count"], r["first_address"]) for r in rows] == \
+        [(str(d["count"]), d["first_address"]) for d in st["duplicates"]]

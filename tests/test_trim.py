@@ -24,6 +24,9 @@ def test_trim_round_trip(sample, tmp_path, capsys):
     capsys.readouterr()
     assert sniff(str(out)) == sample.entry["format"]
     assert out.stat().st_size <= sample.path.stat().st_size + 64  # trimming a trimmed dump keeps it
+    again = tmp_path / ("u" + sample.path.suffix)
+    assert main(["trim", str(out), str(again), "-q"]) == 0
+    assert again.read_bytes() == out.read_bytes()  # and a trimmed dump of our own making stays byte for byte
     assert _outputs(capsys, out) == _outputs(capsys, sample.path)
     with open_dump(str(out)) as a, open_dump(str(sample.path)) as b:
         assert [m.path for m in a.modules] == [m.path for m in b.modules]
@@ -47,6 +50,22 @@ def test_trim_output_is_atomic(sample, tmp_path, capsys):
     assert main(["trim", str(sample.path), str(bad)]) == 6
     assert "cannot write" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_trim_reports_what_its_output_holds(sample, tmp_path, capsys):
+    """--max-strings 5 keeps whole pages, so the output holds more strings than 5: the report gives the
+    number a dump of the output lists, and the memory ranges info counts on it."""
+    out = tmp_path / ("first" + sample.path.suffix)
+    assert main(["trim", str(sample.path), str(out), "--max-strings", "5"]) == 0
+    report = capsys.readouterr().out
+    main(["dump", str(out), "--format", "jsonl", "-q"])
+    listed = len(capsys.readouterr().out.splitlines())
+    main(["info", str(out), "--format", "json", "-q"])
+    ranges = json.loads(capsys.readouterr().out)["memory"]["ranges"]
+    assert listed >= 5
+    assert f"in {ranges} ranges; {listed:,} strings" in report
+    if listed != 5:
+        assert "(the first 5 asked for" in report
 
 
 def test_memory_a_trimmed_dump_left_out_is_missing_not_corrupt(sample, tmp_path, capsys):

@@ -228,10 +228,12 @@ class Duplicate:
     aligned_size: int
     wasted_bytes: int
     length: int
+    first_address: int = 0  #: the lowest address holding the value (to follow with !do or !gcroot)
 
     def as_dict(self) -> dict:
         return {"value": self.value, "count": self.count, "aligned_size": self.aligned_size,
-                "wasted_bytes": self.wasted_bytes, "length": self.length}
+                "wasted_bytes": self.wasted_bytes, "length": self.length,
+                "first_address": f"{self.first_address:#x}"}
 
 
 ENTRY = np.dtype([("hash", "<u8"), ("address", "<u8"), ("length", "<u4")])  # one string, 20 bytes
@@ -382,22 +384,27 @@ class DuplicateCollector:
         """The duplicated values among strings that share a hash with another, confirmed byte for byte:
         the strings are counted by value (equal values have equal hashes; a collision gives two values),
         holding one copy of each value."""
-        counts: dict[bytes, int] = {}
-        for value in self._values(n, a):
-            counts[value] = counts.get(value, 0) + 1
+        counts: dict[bytes, list] = {}  # value -> [count, lowest address]
+        for value, address in self._values(n, a):
+            seen = counts.get(value)
+            if seen is None:
+                counts[value] = [1, address]
+            else:
+                seen[0] += 1
+                seen[1] = min(seen[1], address)
         p = self.profile
         out = []
-        for value, count in counts.items():
+        for value, (count, first) in counts.items():
             if count > 1:
                 length = len(value) // 2
                 aligned = p.string_aligned_size(length, p.string_size(length) >= p.object.large_object_threshold)
                 out.append(Duplicate(value.decode("utf-16-le", "surrogatepass"), count, aligned,
-                                     (count - 1) * aligned, length))
+                                     (count - 1) * aligned, length, first))
         return out
 
     def _values(self, lengths: np.ndarray, addresses: np.ndarray):
-        """The raw characters of each of these strings, in address order: strings close together (less
-        than GAP apart, within a window) are read at once, others on their own."""
+        """(raw characters, address) of each of these strings, in address order: strings close together
+        (less than GAP apart, within a window) are read at once, others on their own."""
         chars = self.profile.string.chars_offset
         window = self.space.limits.window
         by_address = np.argsort(addresses, kind="stable").tolist()
@@ -417,5 +424,6 @@ class DuplicateCollector:
             data = self.space.read_available(first, end - first)  # stops at a hole (a trimmed dump)
             for k in by_address[i:j]:
                 at, size = starts[k] - first, sizes[k]
-                yield data[at : at + size] if at + size <= len(data) else self.space.read(first + at, size)
+                value = data[at : at + size] if at + size <= len(data) else self.space.read(first + at, size)
+                yield value, starts[k] - chars
             i = j

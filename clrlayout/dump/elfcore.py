@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from .model import BoundedReader, Dump, Module, Thread
+from .model import BoundedReader, Dump, FileMapping, Module, Thread
 
 MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM": "arm"}
 
@@ -182,11 +182,12 @@ def _stream_for(current, on_disk, source, end: int):
     return io.BytesIO(source.pread(0, min(end, source.size)))
 
 
-def _modules_from_nt_file(r: _Reader, desc) -> tuple[list[Module], list[tuple[int, int]]]:
+def _modules_from_nt_file(r: _Reader, desc) -> tuple[list[Module], list[FileMapping]]:
     """One module per mapped file (its lowest mapping is the base, the highest end bounds its size), and
     every mapping as it is."""
     entries = desc.get("Elf_Nt_File_Entry", [])
     names = desc.get("filename", [])
+    page = desc.get("page_size", 4096) or 4096
     if len(entries) > r.limits.max_modules:
         r.warn(f"NT_FILE lists {len(entries):,} mappings; reading {r.limits.max_modules:,}")
         entries = entries[: r.limits.max_modules]
@@ -197,7 +198,7 @@ def _modules_from_nt_file(r: _Reader, desc) -> tuple[list[Module], list[tuple[in
         lo, hi = entry["vm_start"], entry["vm_end"]
         if hi <= lo:
             continue
-        mappings.append((lo, hi))
+        mappings.append(FileMapping(lo, hi, entry.get("page_offset", 0) * page, path))
         span = spans.setdefault(path, [lo, hi])
         span[0], span[1] = min(span[0], lo), max(span[1], hi)
     modules = [Module(path=p, base=lo, size=hi - lo) for p, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1][0])]

@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import ntpath
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .addrspace import AddressSpace
+
+
+class FileMapping(NamedTuple):
+    """One mapping of a file into the process (an ELF core's NT_FILE entry): [start, end) holds the file's
+    bytes from ``offset`` on."""
+
+    start: int
+    end: int
+    offset: int
+    path: str
 
 
 @dataclass(frozen=True)
@@ -90,14 +100,14 @@ class Dump:
     #: the file's size, and the size its own tables say it has (its streams, notes and memory)
     file_size: int = 0
     expected_size: int = 0
-    #: an ELF core's NT_FILE mappings, one (start, end) per mapping: a module's span from its lowest to its
+    #: an ELF core's NT_FILE mappings, one per mapping, sorted: a module's span from its lowest to its
     #: highest mapping can enclose other memory (CoreLib is mapped twice, far apart), its mappings do not
-    file_mappings: list[tuple[int, int]] = field(default_factory=list)
+    file_mappings: list[FileMapping] = field(default_factory=list)
 
     def file_backed_ranges(self) -> list[tuple[int, int]]:
         """The address ranges a file backs (module images, mapped files), sorted: memory no GC object lives in."""
         if self.file_mappings:
-            ranges = list(self.file_mappings)
+            ranges = [(m.start, m.end) for m in self.file_mappings]
         else:
             ranges = [(m.base, m.end) for m in self.modules]
         ranges += [(i.base, i.end) for i in self.memory_info if i.type in ("image", "mapped")]

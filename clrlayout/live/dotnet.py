@@ -68,6 +68,11 @@ class DotNet:
         self.pointer_size = int(IntPtr.Size)
         self.managed_thread_id = int(System.Environment.CurrentManagedThreadId)
         self.string_type_handle = int(_t(String).TypeHandle.Value.ToInt64())
+        from System.Reflection import BindingFlags
+
+        flags = BindingFlags.Instance | BindingFlags.NonPublic | BindingFlags.Public
+        #: String's instance fields as reflection names them, in declaration order
+        self.string_fields = [str(f.Name) for f in _t(String).GetFields(flags)]
 
     # --- strings ---------------------------------------------------------------------------------
 

@@ -165,6 +165,9 @@ def _runtime_checks(space: AddressSpace, profile: Profile, net, host: LiveRuntim
         Check("pointer size", net.pointer_size == profile.pointer_size, profile.pointer_size, net.pointer_size),
         Check("OffsetToStringData = profile chars_offset", net.offset_to_string_data == profile.string.chars_offset,
               profile.string.chars_offset, net.offset_to_string_data),
+        Check("String's field names = profile length_field, chars_field",
+              net.string_fields == [profile.string.length_field, profile.string.chars_field],
+              [profile.string.length_field, profile.string.chars_field], net.string_fields),
     ]
     if host.flavor != "mono":
         mts = MethodTables(space, profile)

@@ -2,7 +2,8 @@
 
 - ``coreclr``: CoreCLR 3.1.23 from the PyPI package dotnetcore2 (``pip install 'clrlayout[live]'``), with
   invariant globalization (3.1 cannot load the libicu of current distributions).
-- ``mono``: Mono from the system (Debian: ``apt-get install mono-runtime``), libmonosgen-2.0.
+- ``mono``: Mono from the system, hosted through its embedding library libmonosgen-2.0.so.1 (Debian: package
+  ``libmonosgen-2.0-1``, which ``mono-devel`` brings; ``mono-runtime`` alone has only the ``mono`` program).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ MONO_LIBRARIES = [
     "/usr/local/lib/libmonosgen-2.0.so.1",
     "/Library/Frameworks/Mono.framework/Versions/Current/lib/libmonosgen-2.0.1.dylib",
 ]
-MONO_HINT = "install Mono (Debian: apt-get install mono-runtime) or set CLRLAYOUT_MONO_LIB to libmonosgen-2.0"
+MONO_HINT = ("install Mono's embedding library libmonosgen-2.0.so.1 (Debian: apt-get install libmonosgen-2.0-1, "
+             "or mono-devel, which brings it) or set CLRLAYOUT_MONO_LIB to its path")
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,11 @@ def find_mono() -> str:
     found = ctypes.util.find_library("monosgen-2.0")
     if found:
         return found
-    raise LiveRuntimeUnavailable(f"Mono is not installed (no libmonosgen-2.0 found); {MONO_HINT}")
+    import shutil
+
+    program = shutil.which("mono")
+    what = f"Mono is installed ({program}) but not its embedding library" if program else "Mono is not installed"
+    raise LiveRuntimeUnavailable(f"{what}: no libmonosgen-2.0.so.1 found; {MONO_HINT}")
 
 
 def load(flavor: str = "coreclr") -> LiveRuntime:
@@ -81,13 +87,16 @@ def load(flavor: str = "coreclr") -> LiveRuntime:
         raise LiveRuntimeUnavailable(f"pythonnet is not installed; {embedded.INSTALL_HINT}") from None
     if flavor == "coreclr":
         root = embedded.dotnet_root()
-        config = Path(tempfile.mkdtemp(prefix="clrlayout-live-")) / "clrlayout.runtimeconfig.json"
-        embedded.write_runtimeconfig(config)
-        os.environ.setdefault("DOTNET_ROOT", str(root))
-        try:
-            set_runtime(get_coreclr(runtime_config=str(config), dotnet_root=str(root)))
-        except Exception as e:
-            raise LiveRuntimeUnavailable(f"cannot load CoreCLR from {root}: {e}") from None
+        # hostfxr reads the runtimeconfig while the runtime starts; the directory goes when it has
+        with tempfile.TemporaryDirectory(prefix="clrlayout-live-") as scratch:
+            config = Path(scratch) / "clrlayout.runtimeconfig.json"
+            embedded.write_runtimeconfig(config)
+            os.environ.setdefault("DOTNET_ROOT", str(root))
+            try:
+                set_runtime(get_coreclr(runtime_config=str(config), dotnet_root=str(root)))
+                __import__("clr")
+            except Exception as e:
+                raise LiveRuntimeUnavailable(f"cannot load CoreCLR from {root}: {e}") from None
         library = str(embedded.runtime_dir() / "libcoreclr.so")
     elif flavor == "mono":
         library = find_mono()

@@ -103,8 +103,8 @@ def string_layout(profile: Profile, length: int, obj: StringObject | None = None
     header = obj.header_state(p) if obj is not None else None
     mono = p.flavor == "mono"
     names = {"mt": ("MonoVTable*", "(object header: vtable)") if mono else ("MethodTable*", "(object header: MethodTable)"),
-             "length": "length" if mono else "m_StringLength",
-             "chars": "chars (UTF-16 characters)" if mono else "m_FirstChar (UTF-16 characters)"}
+             "length": s.length_field,
+             "chars": f"{s.chars_field} (UTF-16 characters)"}
     sync_off = o.sync_block_offset
     if o.header_size:
         pad = o.header_size + sync_off

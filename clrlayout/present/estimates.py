@@ -40,6 +40,9 @@ def side_by_side(layouts: list[tuple[str, ObjectLayout]]) -> list[str]:
     rows.append(["aligned size"] + [str(lay.aligned_size) for _, lay in layouts])
     rows.append(["space lost"] + [str(sum(lay.losses())) for _, lay in layouts])
     rows.append(["word reads"] + [word_read(lay) for _, lay in layouts])
+    names = [lay.profile.string.length_field for _, lay in layouts]
+    if len(set(names)) > 1:  # the same bytes under other names (.NET Core 2.0 and 2.1)
+        rows.append(["length field name"] + names)
     return ["Side by side (bytes):"] + table(headers, rows, "l" + "r" * len(layouts), indent="  ")
 
 

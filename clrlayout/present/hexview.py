@@ -25,8 +25,26 @@ def _ascii(b: int) -> str:
     return chr(b) if 0x20 <= b < 0x7F else "."
 
 
-def hex_dump(layout: ObjectLayout, pointer_size: int | None = None, line: int = 16) -> list[str]:
-    """Lines of ``db``-style output for the layout's bytes, each followed by its field marks."""
+#: hex lines (16 bytes each) shown of one object before the middle is left out (dump --full shows all)
+MAX_LINES = 64
+TAIL_LINES = 8  # of those, the last lines of the object (its end: terminator, padding)
+
+
+def hex_dump(layout: ObjectLayout, pointer_size: int | None = None, line: int = 16,
+             max_lines: int | None = None) -> list[str]:
+    """Lines of ``db``-style output for the layout's bytes, each followed by its field marks.  With
+    ``max_lines``, an object of more hex lines shows its first and last lines and says what it left out."""
+    out = _hex_lines(layout, pointer_size, line)
+    rows = len(out) // 2
+    if max_lines is None or rows <= max_lines:
+        return out
+    head = max_lines - TAIL_LINES
+    left = rows - max_lines
+    note = f"... {left:,} lines ({left * line:,} bytes) not shown; dump --full shows them"
+    return out[: 2 * head] + [note] + out[-2 * TAIL_LINES :]
+
+
+def _hex_lines(layout: ObjectLayout, pointer_size: int | None, line: int) -> list[str]:
     if layout.data is None or layout.address is None:
         return []
     ptr = pointer_size or layout.profile.pointer_size

@@ -17,7 +17,8 @@ from ..objects.batches import CHUNK  # lines made at once: a chunk's pieces and 
 from ..objects.strings import StringObject
 from ..runtime.structs import decode_utf16
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: what a CSV value escapes: the backslash itself, control characters (C0, DEL, C1) and lone surrogates
+_CSV_ESCAPED = re.compile("[\\\\\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 #: what JSON text escapes beyond json's own escapes: lone surrogates, and what other tools take as line ends
 _ESCAPED = re.compile("[\ud800-\udfff\u0085\u2028\u2029]")
 
@@ -66,8 +67,16 @@ def string_line(s: StringObject) -> str:
 
 
 def csv_value(value: str) -> str:
-    """A value for CSV: lone surrogates as \\uXXXX escapes (CSV has no escape of its own for them)."""
-    return _LONE_SURROGATE.sub(_escape, value)
+    """A value for CSV, one reversible rule: a backslash is written ``\\\\``, a control character (U+0000 to
+    U+001F, U+007F to U+009F) or a lone surrogate ``\\uXXXX``, every other character as it is.  So a NUL, a
+    line break or a lone surrogate never reaches the file raw, and ``\\ud800`` in the value is told apart
+    from the characters backslash, u, d, 8, 0, 0."""
+    return _CSV_ESCAPED.sub(_csv_escape, value)
+
+
+def _csv_escape(m: re.Match) -> str:
+    ch = m.group()
+    return "\\\\" if ch == "\\" else f"\\u{ord(ch):04x}"
 
 
 # --- the JSON Lines fast path -----------------------------------------------------------------------

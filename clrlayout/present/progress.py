@@ -1,21 +1,38 @@
 """A progress bar on stderr for long scans: bytes scanned, strings found, rate.
 
 Shown only when stderr is a terminal, only for the human formats (never with JSON, JSON Lines or CSV on
-stdout), and only once a scan has run for PROGRESS_DELAY seconds.
+stdout), only once a scan has run for PROGRESS_DELAY seconds, and never while the rows it counts go to the
+same terminal (a row written under a live bar would be glued to it; the rows themselves show progress).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 PROGRESS_DELAY = 2.0
 
 
+def same_terminal(a, b) -> bool:
+    """True when the two streams (or file descriptors) are the same terminal device."""
+    try:
+        fa = a if isinstance(a, int) else a.fileno()
+        fb = b if isinstance(b, int) else b.fileno()
+        if not (os.isatty(fa) and os.isatty(fb)):
+            return False
+        sa, sb = os.fstat(fa), os.fstat(fb)
+    except (AttributeError, OSError, ValueError):
+        return False
+    return (sa.st_rdev, sa.st_ino) == (sb.st_rdev, sb.st_ino)
+
+
 class ScanProgress:
-    def __init__(self, total_bytes: int, enabled: bool):
+    def __init__(self, total_bytes: int, enabled: bool, rows_to=None):
+        """``rows_to``: the stream the scan writes rows to while it runs (None: it prints at the end)."""
         self.total = max(total_bytes, 1)
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled and sys.stderr.isatty() and not (rows_to is not None
+                                                               and same_terminal(rows_to, sys.stderr))
         self.done = 0
         self.strings = 0
         self.started = time.monotonic()

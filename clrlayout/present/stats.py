@@ -35,7 +35,7 @@ def render(a, result, duplicates, fmt: str, top: int) -> list[str]:
             data["total_wasted_bytes"] = total
         return [dumps(data)]
     if fmt == "csv":
-        return _csv(result, duplicates)
+        return _csv(result, duplicates, top)
     if duplicates is not None:
         return duplicate_lines(duplicates, top, result)
     return stats_lines(a, result)
@@ -81,9 +81,10 @@ def duplicate_lines(duplicates, top: int, r) -> list[str]:
     found, total = duplicates
     shown = found[:top] if top else found
     copies = sum(d.count for d in found)
-    lines = table(["COUNT", "ALIGNED", "WASTED", "VALUE"],
-                  [[_n(d.count), _n(d.aligned_size), _n(d.wasted_bytes), display_value(d.value, 70)] for d in shown],
-                  "rrrl")
+    lines = table(["COUNT", "ALIGNED", "WASTED", "FIRST ADDRESS", "VALUE"],
+                  [[_n(d.count), _n(d.aligned_size), _n(d.wasted_bytes), f"{d.first_address:#x}",
+                    display_value(d.value, 60)] for d in shown],
+                  "rrrll")
     if len(shown) < len(found):
         lines.append(f"... {len(found) - len(shown):,} more duplicated values (--top 0 lists all)")
     lines.append(f"Total: {len(found):,} duplicated values in {copies:,} of {r.count:,} strings; "
@@ -91,13 +92,13 @@ def duplicate_lines(duplicates, top: int, r) -> list[str]:
     return lines
 
 
-def _csv(r, duplicates) -> list[str]:
+def _csv(r, duplicates, top: int) -> list[str]:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     if duplicates is not None:
-        w.writerow(["value", "count", "aligned_size", "wasted_bytes"])
-        for d in duplicates[0]:
-            w.writerow([csv_value(d.value), d.count, d.aligned_size, d.wasted_bytes])
+        w.writerow(["value", "count", "aligned_size", "wasted_bytes", "first_address"])
+        for d in duplicates[0][:top] if top else duplicates[0]:
+            w.writerow([csv_value(d.value), d.count, d.aligned_size, d.wasted_bytes, f"{d.first_address:#x}"])
     else:
         w.writerow(["table", "name", "count", "bytes"])
         w.writerow(["total", "strings", r.count, r.total_aligned_size])

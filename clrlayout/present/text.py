@@ -27,10 +27,15 @@ def hexaddr(value: int, pointer_size: int) -> str:
     return f"{value:0{2 * pointer_size}x}"
 
 
-def display_value(value: str | None, limit: int = 80) -> str:
+#: characters of a value a table row shows before it cuts it with "…" (dump --full shows them all)
+VALUE_LIMIT = 80
+
+
+def display_value(value: str | None, limit: int | None = VALUE_LIMIT) -> str:
+    """A value as a table shows it: a C#-like literal (quote()), cut after ``limit`` characters (None: whole)."""
     if value is None:
         return ""
-    text = value if len(value) <= limit else value[:limit] + "\u2026"
+    text = value if limit is None or len(value) <= limit else value[:limit] + "\u2026"
     return quote(text)
 
 
@@ -39,7 +44,7 @@ def dumpheap_header(pointer_size: int) -> str:
     return f"{'Address':>{w}} {'MT':>{w}} {'Size':>8}  Value"
 
 
-def dumpheap_line(s: StringObject, pointer_size: int, value_limit: int = 80) -> str:
+def dumpheap_line(s: StringObject, pointer_size: int, value_limit: int | None = VALUE_LIMIT) -> str:
     """One row like SOS !dumpheap (Address, MT, Size) plus the value."""
     return (f"{hexaddr(s.address, pointer_size)} {hexaddr(s.method_table, pointer_size)} {s.size:8d}  "
             f"{display_value(s.value, value_limit)}")

@@ -82,7 +82,7 @@ SCHEMA = {
                "sync_pointer_offset": int, "large_object_threshold": int},
     "method_table": {"size": int, "fields": dict, "flags": dict, "union": dict},
     "string": {"length_offset": int, "chars_offset": int, "base_size": int, "component_size": int,
-               "terminator_size": int},
+               "terminator_size": int, "length_field": str, "chars_field": str, "max_length": int},
     "header": {"is_hash_or_syncblk": int, "is_hashcode": int, "hashcode_mask": int, "syncblock_index_mask": int,
                "spin_lock": int, "gc_reserve": int, "finalizer_run": int, "thread_id_mask": int,
                "recursion_mask": int, "recursion_shift": int, "appdomain_mask": int, "appdomain_shift": int,
@@ -143,6 +143,12 @@ class StringSpec:
     base_size: int
     component_size: int
     terminator_size: int
+    #: the managed names of the two fields, as reflection and SOS's !dumpobj show them (the native
+    #: StringObject calls them m_StringLength and m_FirstChar everywhere)
+    length_field: str = "length"
+    chars_field: str = "chars"
+    #: the longest string the runtime allocates (characters)
+    max_length: int = 0x3FFFFFDF
 
 
 @dataclass(frozen=True)

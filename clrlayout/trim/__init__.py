@@ -27,8 +27,17 @@ class TrimResult:
     output_bytes: int
     kept_memory: int
     total_memory: int
-    ranges: int
-    strings: int
+    ranges: int  #: memory ranges of the output, as ``info`` counts them
+    strings: int  #: strings the trim was asked to keep (all of them, or the first ``max_strings``)
+    strings_in_output: int  #: whole strings a walk of the output finds (pages hold more than the first N)
+    missing_in_output: int  #: places where the output's heap walk meets memory that is not in it
+
+
+def _what_it_holds(out: str, mt, profile, limits) -> tuple[int, int, int]:
+    """(memory ranges, strings, places with missing memory) of a written dump, as info and dump see it."""
+    with open_session(out, mt=mt, profile=profile, limits=limits) as b:
+        count = sum(1 for _ in b.iter_strings(decode=False))
+        return len(b.dump.memory.regions), count, b.findings.missing
 
 
 def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
@@ -78,8 +87,8 @@ def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
             raise OutputError(f"cannot write to {directory}: {e.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as f:
-                kept = writer(dump, ranges, f, comment=f"trimmed by clrlayout {__version__} from "
-                                                       f"{os.path.basename(path)}: {count} strings")
+                # the comment does not name the input, so that trimming a trimmed dump gives the same bytes
+                kept = writer(dump, ranges, f, comment=f"trimmed by clrlayout {__version__}: {count} strings")
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; an output file gets the usual mode
@@ -89,5 +98,6 @@ def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return TrimResult(os.path.getsize(path), os.path.getsize(out), kept, dump.memory.total_bytes,
-                          len(ranges), count)
+        total = dump.memory.total_bytes
+    regions, held, missing = _what_it_holds(out, mt, profile, limits)
+    return TrimResult(os.path.getsize(path), os.path.getsize(out), kept, total, regions, count, held, missing)

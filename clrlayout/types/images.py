@@ -1,0 +1,298 @@
+"""Managed images (assemblies) of the dumped process, and the runtime Module each belongs to.
+
+A runtime ``Module`` keeps a pointer to its assembly's simple name, which points into the #Strings heap of
+the image's own mapped metadata (``Module::m_pSimpleName``; on .NET 9+ the Module also holds the image
+base).  Which image holds an address is told by the dump: an ELF core's NT_FILE mappings (path and file
+offset of every mapping), a minidump's module list (path, base, size).  The image's bytes come from the
+file at that path, else from a file of that name under ``--assemblies`` directories (as the DAC's metadata
+locator does), else, for a minidump that holds the image's memory, from the dump.
+
+Nothing is taken on trust: an image is the Module's only if the name pointer, read at its offset in the
+image, is the assembly's simple name that the image's own metadata gives.  So a wrong file (another
+version at the same path), a Module at an unknown offset or a damaged pointer gives no image, never a
+wrong one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+from .metadata import Metadata, MetadataError
+
+#: bytes of a runtime Module searched for the pointer to its simple name (.NET 8 Linux x64 has it at 0x108)
+MODULE_SEARCH_BYTES = 0x200
+#: the largest assembly read (CoreLib is about 10-15 MB)
+MAX_IMAGE_BYTES = 256 << 20
+#: files looked at under --assemblies directories
+MAX_ASSEMBLY_FILES = 100_000
+
+
+@dataclass
+class Image:
+    """One managed image: where its file is and its metadata."""
+
+    path: str  # the path the dump names
+    source: str  # where the bytes were read: a file path, or "dump memory"
+    metadata: Metadata
+
+
+class _File:
+    """Bytes of one file on disk, read with pread."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self.fd).st_size
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0 or offset >= self.size:
+            return b""
+        return os.pread(self.fd, min(size, self.size - offset), offset)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _pe_extent(head: bytes) -> int | None:
+    """The size of a PE file (headers and raw section data) from its first bytes, or None."""
+    import struct
+
+    if len(head) < 0x40 or head[:2] != b"MZ":
+        return None
+    pe = struct.unpack_from("<I", head, 0x3C)[0]
+    if pe + 24 > len(head) or head[pe : pe + 4] != b"PE\0\0":
+        return None
+    sections, optional = struct.unpack_from("<H", head, pe + 6)[0], struct.unpack_from("<H", head, pe + 20)[0]
+    table = pe + 24 + optional
+    end = 0
+    for i in range(sections):
+        at = table + 40 * i
+        if at + 40 > len(head):
+            return None
+        raw_size, raw_ptr = struct.unpack_from("<II", head, at + 16)
+        end = max(end, raw_ptr + raw_size)
+    return end or None
+
+
+def _rva_to_offset(head: bytes, rva: int) -> int | None:
+    """The file offset of an RVA of a PE file (from its section table), or None."""
+    import struct
+
+    pe = struct.unpack_from("<I", head, 0x3C)[0]
+    sections, optional = struct.unpack_from("<H", head, pe + 6)[0], struct.unpack_from("<H", head, pe + 20)[0]
+    table = pe + 24 + optional
+    headers = struct.unpack_from("<I", head, pe + 24 + 60)[0] if optional >= 64 else 0
+    if rva < headers:
+        return rva
+    for i in range(sections):
+        at = table + 40 * i
+        vsize, va, raw_size, raw_ptr = struct.unpack_from("<IIII", head, at + 8)
+        if va <= rva < va + max(vsize, raw_size):
+            return raw_ptr + (rva - va) if rva - va < raw_size else None
+    return None
+
+
+class ManagedImages:
+    """The managed images of a dump, found from the addresses that point into them (each read once)."""
+
+    def __init__(self, dump, assemblies: list[str] | None = None):
+        self.dump = dump
+        self.space = dump.memory
+        self._mappings = sorted(dump.file_mappings)
+        self._starts = [m.start for m in self._mappings]
+        self._modules = sorted(dump.modules, key=lambda m: m.base)
+        self._module_bases = [m.base for m in self._modules]
+        self._files: dict[str, _File | None] = {}
+        self._images: dict[tuple, Image | None] = {}
+        self._by_module: dict[int, Image | None] = {}
+        self._assembly_dirs = list(assemblies or [])
+        self._starts_of: dict[int, int | None] = {}
+        self._why = "module's image not found"
+        self._by_name: dict[str, str] | None = None
+        #: why images could not be had: reason -> count of images
+        self.failures: Counter = Counter()
+        #: the images found, by the path the dump names
+        self.found: dict[str, Image] = {}
+
+    # --- files ------------------------------------------------------------------------------------
+
+    def _assembly_index(self) -> dict[str, str]:
+        if self._by_name is None:
+            self._by_name = {}
+            seen = 0
+            for root in self._assembly_dirs:
+                for dirpath, _, files in os.walk(root):
+                    for f in files:
+                        seen += 1
+                        if seen > MAX_ASSEMBLY_FILES:
+                            return self._by_name
+                        self._by_name.setdefault(f.lower(), os.path.join(dirpath, f))
+        return self._by_name
+
+    def _file(self, path: str) -> _File | None:
+        """The file the dump names, on disk at its path or by its name under --assemblies."""
+        if path in self._files:
+            return self._files[path]
+        found = None
+        name = path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+        candidates = [path] if not path.startswith(("\\", "[")) and "/" in path else []
+        if self._assembly_dirs and name in self._assembly_index():
+            candidates.insert(0, self._assembly_index()[name])  # given explicitly: preferred
+        for c in candidates:
+            try:
+                found = _File(c)
+                break
+            except OSError:
+                continue
+        self._files[path] = found
+        return found
+
+    def close(self) -> None:
+        for f in self._files.values():
+            if f is not None:
+                f.close()
+        self._files.clear()
+
+    # --- images -----------------------------------------------------------------------------------
+
+    def _image(self, key: tuple, path: str, read) -> Image | None:
+        """The image at ``key``, parsed from ``read(offset, size)`` of its flat file bytes."""
+        if key in self._images:
+            return self._images[key]
+        image = None
+        head = read(0, 4096)
+        size = _pe_extent(head)
+        if size is None:
+            self._why = "not a PE image"
+        elif size > MAX_IMAGE_BYTES:
+            self._why = "image too large"
+        else:
+            try:
+                image = Image(path, key[0], Metadata(read(0, size)))
+                self.found.setdefault(path, image)
+            except MetadataError:
+                self._why = "no readable metadata"
+        self._images[key] = image
+        return image
+
+    def _named_at(self, image: Image, data_at, address: int) -> bool:
+        name = image.metadata.assembly_name
+        if not name:
+            return False
+        want = name.encode("utf-8") + b"\0"
+        return data_at(len(want)) == want
+
+    def image_of_name_pointer(self, address: int) -> Image | None:
+        """The image whose metadata holds, at ``address``, its own assembly's simple name; else None."""
+        if self._mappings:
+            return self._elf_image(address)
+        return self._module_image(address)
+
+    def _elf_image(self, address: int) -> Image | None:
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i < 0 or address >= self._mappings[i].end:
+            return None
+        m = self._mappings[i]
+        if not m.path.lower().endswith((".dll", ".exe")) and "/" in m.path and "." in m.path.rsplit("/", 1)[-1]:
+            return None  # a shared library or data file (a single-file app's bundle has no such suffix)
+        f = self._file(m.path)
+        if f is None:
+            self._why = "assembly file not found (give --assemblies DIR)"
+            return None
+        start = self._image_start(i, f)
+        if start is None:
+            return None
+        image = self._image((f.path, start), m.path, lambda off, size: f.read(start + off, size))
+        if image is None:
+            return None
+        at = m.offset + (address - m.start)
+        return image if self._named_at(image, lambda n: f.read(at, n), address) else None
+
+    def _image_start(self, i: int, f: _File) -> int | None:
+        """The file offset where the image holding mapping ``i`` starts: that of the nearest mapping of the
+        same file, at or below it, that starts with MZ (a single-file app maps its assemblies from inside
+        one bundle file; an R2R image maps its sections separately)."""
+        if i in self._starts_of:
+            return self._starts_of[i]
+        m = self._mappings[i]
+        found = None
+        for j in range(i, -1, -1):
+            n = self._mappings[j]
+            if n.path == m.path and n.offset <= m.offset and f.read(n.offset, 2) == b"MZ":
+                found = n.offset
+                break
+        self._starts_of[i] = found
+        return found
+
+    def _module_image(self, address: int) -> Image | None:
+        i = bisect.bisect_right(self._module_bases, address) - 1
+        if i < 0 or address >= self._modules[i].end:
+            return None
+        mod = self._modules[i]
+        rva = address - mod.base
+        f = self._file(mod.path)
+        if f is not None:
+            image = self._image((f.path, 0), mod.path, f.read)
+            if image is not None:
+                head = f.read(0, 4096)
+                for off in (_rva_to_offset(head, rva), rva):  # mapped as an image, or flat
+                    if off is not None and self._named_at(image, lambda n: f.read(off, n), address):
+                        return image
+        # the image's memory, if the dump holds it (mapped layout: sections at their RVAs)
+        image = self._image(("dump memory", mod.base), mod.path, self._flat_from_memory(mod))
+        if image is not None and self._named_at(image, lambda n: self.space.try_read(address, n), address):
+            return image
+        return None
+
+    def _flat_from_memory(self, mod):
+        """read(offset, size) over the flat file bytes rebuilt from an image mapped in the dump's memory."""
+        base = mod.base
+        head = self.space.try_read(base, 4096) or b""
+
+        def read(offset: int, size: int) -> bytes:
+            if offset == 0 and size <= len(head):
+                return head[:size]
+            size = min(size, MAX_IMAGE_BYTES)
+            out = bytearray(size)
+            out[: min(len(head), size)] = head[: min(len(head), size)]
+            import struct
+
+            pe = struct.unpack_from("<I", head, 0x3C)[0]
+            sections = struct.unpack_from("<H", head, pe + 6)[0]
+            optional = struct.unpack_from("<H", head, pe + 20)[0]
+            for k in range(sections):
+                at = pe + 24 + optional + 40 * k
+                vsize, va, raw_size, raw_ptr = struct.unpack_from("<IIII", head, at + 8)
+                n = min(raw_size, max(0, size - raw_ptr))
+                if n:
+                    data = self.space.read_available(base + va, n)
+                    out[raw_ptr : raw_ptr + len(data)] = data
+            return bytes(out[offset : offset + size])
+
+        return read
+
+    # --- modules ----------------------------------------------------------------------------------
+
+    def of_module(self, module: int) -> Image | None:
+        """The image of the runtime Module at ``module``: the first pointer in the Module that is its image's
+        assembly name, by the image's own metadata."""
+        if module in self._by_module:
+            return self._by_module[module]
+        image = None
+        self._why = "no pointer to the assembly's name in the runtime Module"
+        ptr = self.space.pointer_size
+        data = self.space.read_available(module, MODULE_SEARCH_BYTES) if module else b""
+        order = "little" if self.space.little_endian else "big"
+        for at in range(0, len(data) - ptr + 1, ptr):
+            value = int.from_bytes(data[at : at + ptr], order)
+            if value:
+                image = self.image_of_name_pointer(value)
+                if image is not None:
+                    break
+        if image is None:
+            self.failures[self._why] += 1
+        self._by_module[module] = image
+        return image

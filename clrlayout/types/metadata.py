@@ -1,0 +1,104 @@
+"""The ECMA-335 metadata of one managed assembly, read with dnfile: type names by TypeDef row.
+
+dnfile (MIT) parses the PE file and the metadata tables; rows are read one at a time as they are asked
+for (``clr_lazy_load``), so a name costs one row, not the whole table.  Input is the assembly's file
+bytes (flat layout).
+"""
+
+from __future__ import annotations
+
+import logging
+
+#: TypeDef flags: the visibility bits; values 2 to 7 are nested types (ECMA-335 II.23.1.15)
+VISIBILITY_MASK = 0x7
+NESTED_FIRST = 2
+#: the characters TypeString escapes with a backslash in a name (typeparse.h)
+RESERVED = set(",[]&*+\\")
+
+
+class MetadataError(Exception):
+    """The bytes are not a managed assembly dnfile can read."""
+
+
+def escape(name: str) -> str:
+    return "".join("\\" + c if c in RESERVED else c for c in name)
+
+
+class Metadata:
+    """Names of TypeDefs (with their enclosing types) and the assembly's simple name."""
+
+    def __init__(self, data: bytes):
+        import dnfile
+        import pefile
+
+        logging.getLogger("dnfile").setLevel(logging.ERROR)
+        try:
+            pe = dnfile.dnPE(data=data, fast_load=True, clr_lazy_load=True)
+            pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR"]])
+        except Exception as e:  # pefile and dnfile raise many kinds on bad input
+            raise MetadataError(f"not a readable PE file: {e}") from None
+        net = getattr(pe, "net", None)
+        tables = getattr(net, "mdtables", None) if net is not None else None
+        if tables is None or getattr(tables, "TypeDef", None) is None:
+            raise MetadataError("no .NET metadata tables")
+        self._pe = pe
+        self._tables = tables
+        self._enclosing: dict[int, int] | None = None
+        self.assembly_name = self._assembly_name()
+
+    def _assembly_name(self) -> str | None:
+        table = getattr(self._tables, "Assembly", None)
+        if table is None or table.num_rows < 1:
+            return None
+        try:
+            return str(table.get_with_row_index(1).Name)
+        except Exception:
+            return None
+
+    @property
+    def type_count(self) -> int:
+        return self._tables.TypeDef.num_rows
+
+    def _row(self, rid: int):
+        table = self._tables.TypeDef
+        if not 1 <= rid <= table.num_rows:
+            return None
+        try:
+            return table.get_with_row_index(rid)
+        except Exception:
+            return None
+
+    def _enclosing_of(self, rid: int) -> int | None:
+        if self._enclosing is None:
+            self._enclosing = {}
+            table = getattr(self._tables, "NestedClass", None)
+            for i in range(1, (table.num_rows if table is not None else 0) + 1):
+                try:
+                    row = table.get_with_row_index(i).struct
+                except Exception:
+                    continue
+                self._enclosing[row.NestedClass_Index] = row.EnclosingClass_Index
+        return self._enclosing.get(rid)
+
+    def type_name(self, rid: int) -> str | None:
+        """``Namespace.Name``, nested types as ``Outer+Inner`` (the namespace is the outermost type's), as
+        the DAC's TypeString prints them; None when the row is not there."""
+        parts = []
+        seen = set()
+        while True:
+            row = self._row(rid)
+            if row is None or rid in seen:
+                return None
+            seen.add(rid)
+            flags = row.struct.Flags
+            name = escape(str(row.TypeName))
+            if flags & VISIBILITY_MASK >= NESTED_FIRST:
+                outer = self._enclosing_of(rid)
+                if outer is None:
+                    return None
+                parts.append(name)
+                rid = outer
+                continue
+            namespace = str(row.TypeNamespace)
+            parts.append(f"{escape(namespace)}.{name}" if namespace else name)
+            return "+".join(reversed(parts))

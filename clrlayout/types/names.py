@@ -1,0 +1,183 @@
+"""Type names without the DAC, as the DAC's ``GetMethodTableName`` (and so SOS ``!dumpobj``) prints them.
+
+A MethodTable's name is its TypeDef's (token in the MethodTable, metadata of its module's image), with
+``+`` between nested types, ``[[Arg, Assembly],...]`` for the arguments of a generic instantiation (from its
+dictionary), ``[]``, ``[,]`` or ``[*]`` after an array's element type, and ``Free`` for the free object.
+What cannot be named (no image, an unknown token, a type handle that is not a MethodTable) has no name
+(``None``), never a guessed one; ``unnamed`` counts why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..runtime.methodtable import MethodTables
+from .images import ManagedImages
+
+#: how deep generic arguments and array element types are followed (a bound on what a dump controls)
+MAX_DEPTH = 16
+#: type arguments read of one instantiation
+MAX_TYPE_ARGS = 64
+
+
+class TypeNames:
+    """Names of MethodTables, each worked out once."""
+
+    def __init__(self, mts: MethodTables, images: ManagedImages):
+        self.mts = mts
+        self.images = images
+        self.space = mts.space
+        self.profile = mts.profile
+        self._flags = mts.profile.method_table.flags
+        self._fields = mts.profile.method_table.fields
+        self._names: dict[int, str | None] = {}
+        self._assemblies: dict[int, str | None] = {}
+        #: why MethodTables had no name: reason -> count of MethodTables
+        self.unnamed: Counter = Counter()
+
+    def name(self, address: int) -> str | None:
+        if address not in self._names:
+            why: list[str] = []
+            name = self._name(address, 0, why)
+            if name is None:
+                self.unnamed[why[0] if why else "unreadable MethodTable"] += 1
+            self._names[address] = name
+        return self._names[address]
+
+    # --- the pieces ---------------------------------------------------------------------------------
+
+    def _raw(self, address: int):
+        return self.mts.read_raw(address)
+
+    def _module(self, raw, address: int) -> int | None:
+        """The MethodTable's module (``MethodTable::GetModule``)."""
+        if "m_pModule" in raw:
+            return raw.m_pModule  # .NET 9+: every MethodTable has its module
+        f = self._flags
+        flags2 = raw.get("m_wFlags2", 0)
+        module = raw.get("m_pLoaderModule")
+        if raw.m_dwFlags & (f["HasComponentSize"] | f["GenericsMask"]) == 0:
+            return module
+        mt = raw
+        if not raw.has_component_size:  # a generic instantiation: its canonical MethodTable's
+            union = raw.m_pEEClass
+            mask = self.profile.method_table.eeclass_or_canon_mask
+            if union & mask:
+                mt = self._raw(union & ~3)
+                if mt is None:
+                    return None
+                flags2 = mt.get("m_wFlags2", 0)
+                module = mt.get("m_pLoaderModule")
+        if not flags2 & f["Flags2_HasModuleOverride"]:
+            return module
+        # the ModuleOverride multipurpose slot (methodtable.inl GetMultipurposeSlotOffset)
+        ptr = self.profile.pointer_size
+        slots = flags2 & f["Flags2_MultipurposeSlotsMask"]
+        raw_index = bin(slots).count("1")
+        index = 0 if (slots & 3) == 2 and raw_index == 1 else raw_index
+        slot1 = self._fields["m_pPerInstInfo"].offset
+        if index < 2:
+            offset = slot1 + ptr * index
+        else:
+            offset = self.profile.method_table.size + ptr * (index - 2) + ptr * ((mt.get("m_wNumVirtuals", 0) + 7) >> 3)
+        base = address if mt is raw else (raw.m_pEEClass & ~3)
+        data = self.space.try_read(base + offset, ptr)
+        return int.from_bytes(data, "little") if data else None
+
+    def _token(self, raw) -> int:
+        if "m_dwFlags2" in raw:
+            return raw.m_dwFlags2 >> self._flags["Flags2_TokenShift"]
+        return raw.get("m_wToken", 0)
+
+    def _assembly(self, address: int, depth: int, why: list) -> str | None:
+        """The simple name of the assembly of the type at ``address`` (an array's is its element's)."""
+        raw = self._raw(address)
+        if raw is None:
+            return None
+        if self._is_array(raw):
+            element = raw.get("m_pPerInstInfo", 0)
+            return self._assembly(element, depth + 1, why) if depth < MAX_DEPTH and not element & 2 else None
+        module = self._module(raw, address)
+        image = self.images.of_module(module) if module else None
+        if image is None:
+            why.append(self._image_failure())
+            return None
+        return image.metadata.assembly_name
+
+    def _image_failure(self) -> str:
+        return next(iter(self.images.failures.most_common(1)), ("module's image not found",))[0]
+
+    def _is_array(self, raw) -> bool:
+        f = self._flags
+        return raw.has_component_size and raw.m_dwFlags & f["Category_Array_Mask"] == f["Category_Array"]
+
+    def _name(self, address: int, depth: int, why: list) -> str | None:
+        if address in self._names:
+            return self._names[address]
+        if depth > MAX_DEPTH or address & 2:  # a TypeDesc (pointer, byref, generic variable): not named here
+            why.append("type argument that is not a MethodTable")
+            return None
+        mt = self.mts.get(address)
+        raw = self._raw(address)
+        if mt is None or raw is None:
+            why.append("unreadable MethodTable")
+            return None
+        if mt.kind == "free":
+            return "Free"
+        if self._is_array(raw):
+            element = self._name(raw.get("m_pPerInstInfo", 0), depth + 1, why)
+            if element is None:
+                return None
+            f = self._flags
+            if raw.m_dwFlags & f["Category_IfArrayThenSzArray"]:
+                return element + "[]"
+            rank = (raw.m_BaseSize - 3 * self.profile.pointer_size) // 8
+            return element + ("[*]" if rank == 1 else "[" + "," * (rank - 1) + "]")
+        module = self._module(raw, address)
+        image = self.images.of_module(module) if module else None
+        if image is None:
+            why.append(self._image_failure() if module else "no module")
+            return None
+        token = self._token(raw)
+        name = image.metadata.type_name(token) if token else None
+        if name is None:
+            why.append("TypeDef token not in the metadata")
+            return None
+        if raw.m_dwFlags & self._flags["GenericsMask"] and not raw.has_component_size:
+            args = self._type_args(raw, depth, why)
+            if args is None:
+                return None
+            if args:
+                name += "[" + ",".join(f"[{a}]" for a in args) + "]"
+        return name
+
+    def _type_args(self, raw, depth: int, why: list) -> list[str] | None:
+        """``Name, Assembly`` of each type argument of an instantiation, from its dictionary: the last of its
+        dictionaries (PerInstInfo[NumDicts - 1]) starts with the argument type handles."""
+        ptr = self.profile.pointer_size
+        if not raw.get("m_wFlags2", raw.get("m_dwFlags2", 0)) & self._flags["Flags2_HasPerInstInfo"]:
+            return []
+        per_inst = raw.m_pPerInstInfo
+        info = self.space.try_read(per_inst - ptr, ptr) if per_inst else None
+        if info is None:
+            why.append("generic dictionary not in the dump")
+            return None
+        num_dicts = int.from_bytes(info[ptr - 4 : ptr - 2], "little")
+        num_args = int.from_bytes(info[ptr - 2 : ptr], "little")
+        if not 1 <= num_dicts <= 1024 or not 1 <= num_args <= MAX_TYPE_ARGS:
+            why.append("implausible generic dictionary")
+            return None
+        dictionary = self.space.try_read(per_inst + ptr * (num_dicts - 1), ptr)
+        handles = self.space.try_read(int.from_bytes(dictionary, "little"), ptr * num_args) if dictionary else None
+        if handles is None:
+            why.append("generic dictionary not in the dump")
+            return None
+        out = []
+        for k in range(num_args):
+            th = int.from_bytes(handles[k * ptr : (k + 1) * ptr], "little")
+            name = self._name(th, depth + 1, why)
+            assembly = self._assembly(th, depth + 1, why) if name is not None else None
+            if name is None or assembly is None:
+                return None
+            out.append(f"{name}, {assembly}")
+        return out

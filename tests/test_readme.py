@@ -1,0 +1,71 @@
+"""The README shows real output: every ``$ clrlayout ...`` example on a bundled sample (or on no dump) is
+run, and its output must be the README's, line for line (a line ``...`` stands for lines left out)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from clrlayout.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _examples() -> list[tuple[str, str]]:
+    """(command, expected output) of each ```text block that starts with `$ clrlayout`."""
+    out = []
+    for block in re.findall(r"```text\n(.*?)```", README, flags=re.S):
+        if not block.startswith("$ clrlayout "):
+            continue
+        for example in re.split(r"\n(?=\$ clrlayout )", block):  # a block may hold several
+            command, _, output = example.partition("\n")
+            out.append((command[2:], output.rstrip("\n")))
+    return out
+
+
+#: examples that need more than the samples: a hosted runtime (the live tests check it)
+NOT_HERE = ("clrlayout live",)
+EXAMPLES = [(c, o) for c, o in _examples() if not c.startswith(NOT_HERE)]
+
+
+def test_the_readme_has_examples():
+    assert len(EXAMPLES) >= 6
+
+
+@pytest.mark.parametrize("command,expected", EXAMPLES, ids=[c for c, _ in EXAMPLES])
+def test_readme_example_is_real_output(capsys, monkeypatch, command, expected):
+    monkeypatch.chdir(ROOT)
+    args = shlex.split(command)[1:]
+    code = main(args)
+    assert code == 0
+    got = capsys.readouterr().out.rstrip("\n").splitlines()
+    assert _matches(got, expected.rstrip("\n").splitlines()), "\n".join(got)
+
+
+def _matches(got: list[str], expected: list[str]) -> bool:
+    """The expected lines, in order, with each ``...`` line standing for any number of lines."""
+    chunks, chunk = [], []
+    for line in expected:
+        if line.strip() == "...":
+            chunks.append(chunk)
+            chunk = []
+        else:
+            chunk.append(line)
+    chunks.append(chunk)
+    if len(chunks) == 1:
+        return got == expected
+    first, *middle, last = chunks
+    if got[: len(first)] != first or (last and got[-len(last):] != last):
+        return False
+    pos = len(first)
+    for c in middle:
+        while pos + len(c) <= len(got) and got[pos : pos + len(c)] != c:
+            pos += 1
+        if pos + len(c) > len(got):
+            return False
+        pos += len(c)
+    return pos <= len(got) - len(last)
