@@ -19,7 +19,7 @@ import click
 import numpy as np
 
 from . import __version__
-from .errors import ClrLayoutError, ExitCode, NotExact, OutputError, UnsupportedType, UsageError
+from .errors import ClrLayoutError, ExitCode, HeapNotFound, NotExact, OutputError, UnsupportedType, UsageError
 from .limits import limits_from_env
 
 STRING_TYPES = {"System.String", "string", "String"}
@@ -127,10 +127,17 @@ def scan_options(f):
     return f
 
 
-def _open(file, mt, profile, heap):
+def _open(file, mt, profile, heap, assemblies=()):
     from .session import open_session
 
-    return open_session(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env())
+    return open_session(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env(),
+                        assemblies=list(assemblies))
+
+
+assemblies_option = click.option(
+    "--assemblies", "assemblies", multiple=True, type=click.Path(file_okay=False, exists=True),
+    help="A directory to find assemblies in when they are not at the paths the dump names (for type names; "
+         "may be given more than once).")
 
 
 def make_filter(min_length, max_length, contains, regex, address_range, min_size=None, max_size=None,
@@ -361,20 +368,31 @@ def _print_layout(a, s, fmt: str = "table", full: bool = False) -> None:
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--type", "type_name", default="System.String", show_default=True)
+@click.option("--type", "type_name", default=None,
+              help="System.String: the string statistics; other TEXT: only types whose name contains it "
+                   "(default: every type, as !dumpheap -stat).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("--duplicates", is_flag=True, help="List values that occur more than once, by wasted bytes.")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many duplicated values to list (0: all); totals always count all.")
 @jobs_option
+@assemblies_option
 @scan_options
-def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_length, min_size, max_size,
-          generations, contains, regex, address_range, mt, profile, heap, quiet):
-    """Totals, where the bytes go, length histogram and largest strings; or exact duplicates and their waste."""
+def stats(file, type_name, fmt, duplicates, top, jobs, assemblies, strict, min_length, max_length, min_size,
+          max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
+    """Heap statistics by type (!dumpheap -stat); with --type System.String, totals, where the bytes go,
+    length histogram and largest strings, or exact duplicates and their waste."""
     from .present import stats as present
     from .analyses.stats import DuplicateCollector
 
-    _type_check(type_name)
+    string_only = [name for name, v in (("--min-length", min_length), ("--max-length", max_length),
+                                        ("--contains", contains), ("--regex", regex), ("--gen", generations),
+                                        ("--address-range", address_range), ("--duplicates", duplicates)) if v]
+    if type_name is None and string_only:
+        type_name = "System.String"  # string filters and duplicates are about strings
+    if type_name not in STRING_TYPES:
+        return _type_stats(file, type_name, fmt, jobs, assemblies, strict, min_size, max_size, mt, profile, heap,
+                           quiet)
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         a.string_method_table()
@@ -387,6 +405,39 @@ def stats(file, type_name, fmt, duplicates, top, jobs, strict, min_length, max_l
                 dups.close()
         for line in present.render(a, result, found, fmt, top):
             out(line)
+        _report(a, quiet, strict)
+
+
+def _type_stats(file, contains, fmt, jobs, assemblies, strict, min_size, max_size, mt, profile, heap, quiet):
+    """!dumpheap -stat: count and bytes per MethodTable, with names from metadata."""
+    from . import parallel
+    from .analyses.typestats import TypeStats
+    from .present import typestats as present
+
+    if min_size is not None and max_size is not None and min_size > max_size:
+        raise UsageError(f"--min-size {min_size} is more than --max-size {max_size}: nothing can match")
+    with _open(file, mt, profile, heap, assemblies) as a:
+        if not a.heap.exact:
+            raise HeapNotFound(f"{file}: statistics by type need the exact heap walk (a scan finds strings "
+                               "only): " + "; ".join(a.heap.warnings[-1:]))
+        _preamble(a, quiet)
+        result = TypeStats()
+
+        def collect(win):
+            part = TypeStats()
+            part.add(win, a.mts, min_size, max_size)
+            return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
+
+        with _progress(a, enabled=fmt == "table") as progress:
+            parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+                               progress=progress.advance, on_found=progress.found, absorb=result.merge)
+        rows = result.rows(a.type_name, contains)
+        for line in present.render(a, rows, fmt):
+            out(line)
+        unnamed = a.names.unnamed if a.profile.method_table is not None else {}
+        if unnamed and not quiet:
+            why = "; ".join(f"{n:,} {reason}" for reason, n in unnamed.most_common())
+            warn(f"{sum(unnamed.values()):,} types have no name ({why})")
         _report(a, quiet, strict)
 
 

@@ -55,9 +55,14 @@ class Session:
     warnings: list = field(default_factory=list)
     #: set by --mt: the user's MethodTable, trusted if it has a string's shape
     mt_override: int | None = None
+    #: directories searched for assemblies whose files are not at the paths the dump names
+    assemblies: list = field(default_factory=list)
     _info: dict | None = field(default=None, repr=False)
+    _names: object = field(default=None, repr=False)
 
     def close(self) -> None:
+        if self._names is not None:
+            self._names.images.close()
         self.dump.close()
 
     def __enter__(self) -> "Session":
@@ -225,14 +230,26 @@ class Session:
         return (f"no System.String MethodTable found in {self.dump.path} "
                 f"(profile {p.label}; give one with --mt if you know it)")
 
+    @property
+    def names(self):
+        """The :class:`~clrlayout.types.names.TypeNames` of this dump (metadata read as names are asked for)."""
+        if self._names is None:
+            from .types.images import ManagedImages
+            from .types.names import TypeNames
+
+            self._names = TypeNames(self.mts, ManagedImages(self.dump, self.assemblies))
+        return self._names
+
     def type_name(self, method_table: int) -> str | None:
-        """The name of the type of a MethodTable, where this session knows it (None: not known)."""
-        if method_table == self.mts.string_mt:
-            return STRING_TYPE
+        """The name of the type of a MethodTable as the DAC prints it, from the metadata of its module
+        (None: it cannot be had; never a guess)."""
         mt = self.mts.get(method_table)
         if mt is not None and mt.kind == "free":
             return FREE_TYPE
-        return None
+        name = self.names.name(method_table) if self.profile.method_table is not None else None
+        if name is None and method_table == self.mts.string_mt:
+            return STRING_TYPE  # known by its shape (and by --mt) where its metadata cannot be had
+        return name
 
     # --- enumeration ------------------------------------------------------------------------------
 
@@ -388,7 +405,7 @@ def _scan_batches(session: Session):
 
 
 def open_session(path, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",
-                 limits: Limits = DEFAULT_LIMITS) -> Session:
+                 limits: Limits = DEFAULT_LIMITS, assemblies=None) -> Session:
     """Open a dump and find its runtime, layout profile and GC heap.
 
     ``path``: a minidump or ELF core (or an already opened :class:`~clrlayout.dump.Dump`).
@@ -397,6 +414,7 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
     ``heap``: "auto" walks the heap exactly when its bounds are found and scans otherwise; "scan" always
     uses the checked object scan; "walk" fails unless the exact walk is possible.
     ``limits``: the :class:`~clrlayout.limits.Limits` on everything the dump controls.
+    ``assemblies``: directories to find assemblies in when they are not at the paths the dump names.
 
     Raises only :class:`~clrlayout.errors.ClrLayoutError` subclasses, each with its exit code.
     """
@@ -430,7 +448,8 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
         warnings += gc.warnings
         mts = MethodTables(dump.memory, prof, limits) if prof.method_table is not None \
             else MonoVTables(dump.memory, prof, limits)
-        return Session(dump, runtime, prof, gc, mts, Findings(limits.max_findings), warnings, mt_override=mt)
+        return Session(dump, runtime, prof, gc, mts, Findings(limits.max_findings), warnings, mt_override=mt,
+                       assemblies=[os.fspath(a) for a in (assemblies or [])])
     except BaseException:
         dump.close()
         raise

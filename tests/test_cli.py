@@ -200,7 +200,7 @@ def test_console_script_writes_everything_before_it_leaves(capsys, jobs):
     writes to stdout and stderr is what main() writes in-process, to the last byte, into a pipe too."""
     env = dict(os.environ, CLRLAYOUT_LIMITS="scan_window=4K")
     env.pop("PYTHONUNBUFFERED", None)  # stdout into a pipe is block-buffered, as users have it
-    for args in (["dump", str(LINUX), "--format", "jsonl"], ["dump", str(X86)], ["stats", str(LINUX)],
+    for args in (["dump", str(LINUX), "--format", "jsonl"], ["dump", str(X86)], ["stats", str(LINUX), "--type", "System.String"],
                  ["info", str(X86), "--format", "json"]):
         code, out, err = run(capsys, *args)
         extra = ["--jobs", jobs] if args[0] != "info" else []

@@ -7,6 +7,8 @@ both sides read the same core, made at test time.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import clrlayout
@@ -57,14 +59,30 @@ def test_strings_equal_the_dacs(fresh_core):
     assert known <= set(ours)
 
 
-def test_string_names_from_the_dac(fresh_core):
-    """The names clrlayout gives today (System.String, and no name rather than a wrong one) agree."""
+def test_type_statistics_and_names_equal_the_dacs(fresh_core, capsys):
+    """stats (!dumpheap -stat): per MethodTable the DAC's count and summed size, and every name exactly the
+    DAC's GetMethodTableName (generics, nested types, arrays, Free), read from metadata without the DAC."""
+    from collections import Counter
+
+    from clrlayout.cli import main
+
     listing = fresh_core.dac_listing("--names")
     names = {int(mt): name for mt, name in listing["names"].items()}
-    with clrlayout.open(fresh_core.path) as s:
-        for o in s.objects():
-            if o.type_name is not None:
-                assert o.type_name == names[o.method_table]
+    counts, sizes = Counter(), Counter()
+    for _, mt, size, _ in listing["objects"]:
+        counts[mt] += 1
+        sizes[mt] += size
+    assert main(["stats", str(fresh_core.path), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # a clean dump: every type named, no warning
+    data = json.loads(out)
+    ours = {int(r["method_table"], 16): r for r in data["types"]}
+    assert set(ours) == set(counts) and len(ours) > 100
+    assert {mt: r["count"] for mt, r in ours.items()} == dict(counts)
+    assert {mt: r["total_size"] for mt, r in ours.items()} == dict(sizes)
+    assert {mt: r["name"] for mt, r in ours.items()} == {mt: names[mt] for mt in ours}
+    assert any("`2[[" in n for n in names.values()) and any(n.endswith("[]") for n in names.values())
+    assert data["count"] == len(listing["objects"])
 
 
 def test_scan_keeps_to_the_gc_heap_of_a_python_host(python_host_core):

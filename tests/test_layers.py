@@ -12,6 +12,7 @@ LAYERS = [
     {"errors", "limits", "findings", "util"},
     {"dump"},
     {"runtime"},
+    {"types"},
     {"heap"},
     {"objects"},
     {"analyses"},

@@ -48,7 +48,7 @@ def test_strict_means_exact_and_complete(capsys, triage_core, tmp_path):
         assert code == 1 and "not exact and complete (--strict): the heap was scanned" in err
     cut = tmp_path / "cut.dmp"
     cut.write_bytes(X64.read_bytes()[:900_000])
-    code, _, err = run(capsys, "stats", cut, "--strict")
+    code, _, err = run(capsys, "stats", cut, "--type", "System.String", "--strict")
     assert code == 1 and "the dump file is truncated" in err.splitlines()[-1]
 
 

@@ -87,7 +87,7 @@ def test_dump_shared_equals_serial(sample, fmt):
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
 def test_stats_shared_equals_serial(sample):
     path = SAMPLES / sample
-    for args in (["stats", str(path), "--format", "json"], ["stats", str(path), "--duplicates", "--top", "0"]):
+    for args in (["stats", str(path), "--type", "System.String", "--format", "json"], ["stats", str(path), "--duplicates", "--top", "0"]):
         serial = run(args, 1)
         assert serial[0] == 0
         assert run(args, 2) == serial
@@ -100,7 +100,7 @@ def test_stats_shared_equals_serial(sample):
 def test_findings_keep_heap_order(tmp_path):
     path = anomalous_dump(tmp_path)
     assert steps(path) >= 8
-    for args in (["dump", str(path), "--format", "jsonl"], ["stats", str(path), "--format", "json"]):
+    for args in (["dump", str(path), "--format", "jsonl"], ["stats", str(path), "--type", "System.String", "--format", "json"]):
         serial = run(args, 1)
         kinds = {line.split(b" at ")[0] for line in serial[2].splitlines()}
         assert {b"clrlayout: warning: bad-method-table", b"clrlayout: warning: string-not-terminated"} <= kinds
@@ -129,7 +129,7 @@ def test_clean_heap_gives_no_warning_with_one_or_two_processes(tmp_path):
     bytes on stdout and stderr whatever the number of processes, run after run."""
     path = clean_dump_with_stale_tail(tmp_path)
     assert steps(path) >= 8
-    for args in (["dump", str(path), "--format", "jsonl", "--strict"], ["stats", str(path), "--strict"]):
+    for args in (["dump", str(path), "--format", "jsonl", "--strict"], ["stats", str(path), "--type", "System.String", "--strict"]):
         serial = run(args, 1)
         assert serial[0] == 0 and serial[2] == b"", serial[2]
         for _ in range(3):
@@ -198,7 +198,7 @@ def test_wrong_guesses_are_walked_again(fmt, tmp_path):
     args = ["dump", str(path), "--format", fmt]
     assert run(args, 2, code=WRONG_GUESSES) == run(args, 1)
     sample = SAMPLES / manifest()[1]["file"]
-    for args in (["dump", str(sample), "--format", fmt], ["stats", str(sample), "--format", "json"]):
+    for args in (["dump", str(sample), "--format", fmt], ["stats", str(sample), "--type", "System.String", "--format", "json"]):
         assert run(args, 2, code=WRONG_GUESSES) == run(args, 1)
 
 
@@ -257,7 +257,7 @@ def test_windows_walked_twice_are_taken_once(fmt, tmp_path):
     other dropped: the output is still the serial one."""
     path = anomalous_dump(tmp_path)
     log = tmp_path / "claims"
-    for args in (["dump", str(path), "--format", fmt], ["stats", str(path), "--format", "json"]):
+    for args in (["dump", str(path), "--format", fmt], ["stats", str(path), "--type", "System.String", "--format", "json"]):
         log.write_text("")
         assert run(args, 2, {"BLIND_LOG": str(log)}, code=BLIND_CHILD) == run(args, 1)
         claimed = sorted(set(map(int, log.read_text().split())))

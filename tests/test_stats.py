@@ -23,7 +23,7 @@ def _dumped(capsys, path, *filters):
 
 def test_totals_equal_the_sum_over_dump(capsys, sample):
     rows = _dumped(capsys, sample.path)
-    st = _json(capsys, "stats", sample.path)
+    st = _json(capsys, "stats", sample.path, "--type", "System.String")
     assert st["count"] == len(rows) == sample.entry["strings"]
     assert st["total_size"] == sum(r["size"] for r in rows)
     assert st["total_aligned_size"] == sum(r["aligned_size"] for r in rows)
@@ -87,7 +87,7 @@ def test_filters_apply_to_stats(capsys, sample):
 
 
 def test_table_and_csv(capsys, sample):
-    assert main(["stats", str(sample.path), "-q"]) == 0
+    assert main(["stats", str(sample.path), "--type", "System.String", "-q"]) == 0
     out = capsys.readouterr().out
     assert "Where the bytes go:" in out and "alignment padding" in out and "Lengths:" in out
     assert main(["stats", str(sample.path), "--duplicates", "--top", "3", "-q"]) == 0
@@ -97,7 +97,7 @@ def test_table_and_csv(capsys, sample):
     assert main(["stats", str(sample.path), "--duplicates", "--format", "csv", "-q"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert rows and set(rows[0]) == {"value", "count", "aligned_size", "wasted_bytes", "first_address"}
-    assert main(["stats", str(sample.path), "--format", "csv", "-q"]) == 0
+    assert main(["stats", str(sample.path), "--type", "System.String", "--format", "csv", "-q"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     total = next(r for r in rows if r["table"] == "total")
     assert int(total["bytes"]) == sum(int(r["bytes"]) for r in rows if r["table"] == "breakdown")
@@ -111,7 +111,7 @@ def test_fx64_profile_counts_the_extra_bytes(capsys, sample):
     if sample.truth["pointer_size"] != 8:
         return
     # the CoreCLR dump's strings do not have BaseSize 26: the profile must refuse them, not guess
-    code = main(["stats", str(sample.path), "--profile", "netfx-x64", "-q"])
+    code = main(["stats", str(sample.path), "--type", "System.String", "--profile", "netfx-x64", "-q"])
     assert code == 4 and "BaseSize 22" in capsys.readouterr().err
 
 
@@ -122,7 +122,7 @@ def test_largest_are_the_top_ten_by_size_then_address(capsys, sample, monkeypatc
     want = sorted(rows, key=lambda r: (-r["size"], int(r["address"], 16)))[:10]
     for limits in ("", "scan_window=4K"):
         monkeypatch.setenv("CLRLAYOUT_LIMITS", limits)
-        st = _json(capsys, "stats", sample.path, "--jobs", "1")
+        st = _json(capsys, "stats", sample.path, "--type", "System.String", "--jobs", "1")
         assert [(x["address"], x["size"]) for x in st["largest"]] == [(r["address"], r["size"]) for r in want]
 
 
@@ -216,7 +216,7 @@ def test_duplicates_without_a_writable_temporary_directory(sample, monkeypatch, 
 def test_heaps_and_gc_heaps_are_the_dumps_rows_grouped(capsys, sample):
     """stats' heaps (gen0, gen1, gen2, loh...) and, under server GC, its GC heaps, against dump's rows."""
     rows = _dumped(capsys, sample.path)
-    st = _json(capsys, "stats", sample.path)
+    st = _json(capsys, "stats", sample.path, "--type", "System.String")
     for name, entry in st["heaps"].items():
         on = [r for r in rows if r["heap"] == name]
         assert entry == {"count": len(on), "aligned_bytes": sum(r["aligned_size"] for r in on)}

@@ -25,7 +25,7 @@ from .metadata import Metadata, MetadataError
 #: bytes of a runtime Module searched for the pointer to its simple name (.NET 8 Linux x64 has it at 0x108)
 MODULE_SEARCH_BYTES = 0x200
 #: the largest assembly read (CoreLib is about 10-15 MB)
-MAX_IMAGE_BYTES = 256 << 20
+MAX_IMAGE_BYTES = 64 << 20
 #: files looked at under --assemblies directories
 MAX_ASSEMBLY_FILES = 100_000
 
@@ -60,6 +60,13 @@ def _pe_extent(head: bytes) -> int | None:
     """The size of a PE file (headers and raw section data) from its first bytes, or None."""
     import struct
 
+    try:
+        return _extent(head, struct)
+    except struct.error:
+        return None
+
+
+def _extent(head: bytes, struct) -> int | None:
     if len(head) < 0x40 or head[:2] != b"MZ":
         return None
     pe = struct.unpack_from("<I", head, 0x3C)[0]
@@ -81,6 +88,13 @@ def _rva_to_offset(head: bytes, rva: int) -> int | None:
     """The file offset of an RVA of a PE file (from its section table), or None."""
     import struct
 
+    try:
+        return _offset(head, rva, struct)
+    except struct.error:
+        return None
+
+
+def _offset(head: bytes, rva: int, struct) -> int | None:
     pe = struct.unpack_from("<I", head, 0x3C)[0]
     sections, optional = struct.unpack_from("<H", head, pe + 6)[0], struct.unpack_from("<H", head, pe + 20)[0]
     table = pe + 24 + optional
@@ -253,8 +267,8 @@ class ManagedImages:
         head = self.space.try_read(base, 4096) or b""
 
         def read(offset: int, size: int) -> bytes:
-            if offset == 0 and size <= len(head):
-                return head[:size]
+            if offset == 0 and size <= len(head) or _pe_extent(head) is None:
+                return head[:size] if offset == 0 else b""
             size = min(size, MAX_IMAGE_BYTES)
             out = bytearray(size)
             out[: min(len(head), size)] = head[: min(len(head), size)]
@@ -285,6 +299,8 @@ class ManagedImages:
         self._why = "no pointer to the assembly's name in the runtime Module"
         ptr = self.space.pointer_size
         data = self.space.read_available(module, MODULE_SEARCH_BYTES) if module else b""
+        if len(data) < ptr:
+            self._why = "runtime Module not in the dump"
         order = "little" if self.space.little_endian else "big"
         for at in range(0, len(data) - ptr + 1, ptr):
             value = int.from_bytes(data[at : at + ptr], order)

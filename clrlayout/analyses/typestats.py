@@ -1,0 +1,81 @@
+"""Heap statistics by type, as SOS ``!dumpheap -stat`` gives them: count and bytes per MethodTable.
+
+Each window of the vectorised walk is reduced with numpy (one ``np.unique`` over its MethodTable column),
+so the cost is per window, not per object; names are worked out once per MethodTable, at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class TypeRow:
+    method_table: int
+    name: str | None
+    count: int
+    total_size: int  # SOS: BaseSize + ComponentSize x count, summed, before alignment
+    total_aligned_size: int  # the bytes the objects take on the heap
+
+    def as_dict(self) -> dict:
+        return {"method_table": f"{self.method_table:#x}", "name": self.name, "count": self.count,
+                "total_size": self.total_size, "total_aligned_size": self.total_aligned_size}
+
+
+@dataclass
+class TypeStats:
+    """Per-MethodTable totals of one or more windows (merge() adds another's, in any order)."""
+
+    totals: dict = field(default_factory=dict)  # MethodTable -> [count, SOS size, aligned size]
+
+    def add(self, win, mts, min_size: int | None = None, max_size: int | None = None) -> None:
+        if not len(win.method_tables):
+            return
+        table, inverse = np.unique(win.method_tables, return_inverse=True)
+        base = np.empty(len(table), dtype=np.int64)
+        comp = np.empty(len(table), dtype=np.int64)
+        for i, mt in enumerate(table.tolist()):
+            t = mts.get(mt)
+            base[i], comp[i] = t.base_size, t.component_size
+        sizes = base[inverse] + comp[inverse] * win.counts
+        aligned = win.aligned
+        if min_size is not None or max_size is not None:
+            keep = np.ones(len(sizes), dtype=bool)
+            if min_size is not None:
+                keep &= sizes >= min_size
+            if max_size is not None:
+                keep &= sizes <= max_size
+            inverse, sizes, aligned = inverse[keep], sizes[keep], aligned[keep]
+        counts = np.bincount(inverse, minlength=len(table))
+        size_sums = np.bincount(inverse, weights=sizes, minlength=len(table))
+        aligned_sums = np.bincount(inverse, weights=aligned, minlength=len(table))
+        for mt, n, sz, al in zip(table.tolist(), counts.tolist(), size_sums.tolist(), aligned_sums.tolist()):
+            if n:
+                self._add(mt, n, int(sz), int(al))
+
+    def _add(self, mt: int, n: int, size: int, aligned: int) -> None:
+        row = self.totals.get(mt)
+        if row is None:
+            self.totals[mt] = [n, size, aligned]
+        else:
+            row[0] += n
+            row[1] += size
+            row[2] += aligned
+
+    def merge(self, other: "TypeStats") -> None:
+        for mt, (n, size, aligned) in other.totals.items():
+            self._add(mt, n, size, aligned)
+
+    def rows(self, name_of, contains: str | None = None) -> list[TypeRow]:
+        """One row per MethodTable, sorted as SOS sorts them (by total size, then count), with names from
+        ``name_of(mt)``; ``contains``: keep only types whose name contains the text (SOS -type)."""
+        out = []
+        for mt, (n, size, aligned) in self.totals.items():
+            name = name_of(mt)
+            if contains is not None and (name is None or contains not in name):
+                continue
+            out.append(TypeRow(mt, name, n, size, aligned))
+        out.sort(key=lambda r: (r.total_size, r.count, r.method_table))
+        return out
