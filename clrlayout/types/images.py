@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections import Counter
 from dataclasses import dataclass
 
 from .metadata import Metadata, MetadataError
 
 #: bytes of a runtime Module searched for the pointer to its simple name (.NET 8 Linux x64 has it at 0x108)
 MODULE_SEARCH_BYTES = 0x200
+#: bytes read for an image's headers and section table
+HEADER_BYTES = 4096
 #: the largest assembly read (CoreLib is about 10-15 MB)
 MAX_IMAGE_BYTES = 64 << 20
 #: files looked at under --assemblies directories
@@ -36,6 +37,7 @@ class Image:
 
     path: str  # the path the dump names
     source: str  # where the bytes were read: a file path, or "dump memory"
+    headers: object  # pefile.PE of the headers and section table
     metadata: Metadata
 
 
@@ -56,57 +58,28 @@ class _File:
         os.close(self.fd)
 
 
-def _pe_extent(head: bytes) -> int | None:
-    """The size of a PE file (headers and raw section data) from its first bytes, or None."""
-    import struct
+def _headers(head: bytes):
+    """The PE headers and section table of an image's first bytes (pefile), or None."""
+    import pefile
 
+    if head[:2] != b"MZ":
+        return None
     try:
-        return _extent(head, struct)
-    except struct.error:
+        return pefile.PE(data=head, fast_load=True)
+    except Exception:  # pefile raises PEFormatError and others on bad input
         return None
 
 
-def _extent(head: bytes, struct) -> int | None:
-    if len(head) < 0x40 or head[:2] != b"MZ":
-        return None
-    pe = struct.unpack_from("<I", head, 0x3C)[0]
-    if pe + 24 > len(head) or head[pe : pe + 4] != b"PE\0\0":
-        return None
-    sections, optional = struct.unpack_from("<H", head, pe + 6)[0], struct.unpack_from("<H", head, pe + 20)[0]
-    table = pe + 24 + optional
-    end = 0
-    for i in range(sections):
-        at = table + 40 * i
-        if at + 40 > len(head):
-            return None
-        raw_size, raw_ptr = struct.unpack_from("<II", head, at + 16)
-        end = max(end, raw_ptr + raw_size)
-    return end or None
+def _extent(pe) -> int:
+    """The size of a PE file: its headers and the raw data of its sections."""
+    return max([pe.OPTIONAL_HEADER.SizeOfHeaders] + [x.PointerToRawData + x.SizeOfRawData for x in pe.sections])
 
 
-def _rva_to_offset(head: bytes, rva: int) -> int | None:
-    """The file offset of an RVA of a PE file (from its section table), or None."""
-    import struct
-
+def _file_offset(pe, rva: int) -> int | None:
     try:
-        return _offset(head, rva, struct)
-    except struct.error:
+        return pe.get_offset_from_rva(rva)
+    except Exception:
         return None
-
-
-def _offset(head: bytes, rva: int, struct) -> int | None:
-    pe = struct.unpack_from("<I", head, 0x3C)[0]
-    sections, optional = struct.unpack_from("<H", head, pe + 6)[0], struct.unpack_from("<H", head, pe + 20)[0]
-    table = pe + 24 + optional
-    headers = struct.unpack_from("<I", head, pe + 24 + 60)[0] if optional >= 64 else 0
-    if rva < headers:
-        return rva
-    for i in range(sections):
-        at = table + 40 * i
-        vsize, va, raw_size, raw_ptr = struct.unpack_from("<IIII", head, at + 8)
-        if va <= rva < va + max(vsize, raw_size):
-            return raw_ptr + (rva - va) if rva - va < raw_size else None
-    return None
 
 
 class ManagedImages:
@@ -126,10 +99,8 @@ class ManagedImages:
         self._starts_of: dict[int, int | None] = {}
         self._why = "module's image not found"
         self._by_name: dict[str, str] | None = None
-        #: why images could not be had: reason -> count of images
-        self.failures: Counter = Counter()
-        #: the images found, by the path the dump names
-        self.found: dict[str, Image] = {}
+        #: why a runtime Module's image could not be had, by Module address
+        self.failures: dict[int, str] = {}
 
     # --- files ------------------------------------------------------------------------------------
 
@@ -177,22 +148,23 @@ class ManagedImages:
         if key in self._images:
             return self._images[key]
         image = None
-        head = read(0, 4096)
-        size = _pe_extent(head)
-        if size is None:
+        head = read(0, HEADER_BYTES)
+        pe = _headers(head)
+        if not head:
+            self._why = "image neither in the dump nor on disk (give --assemblies DIR)"
+        elif pe is None:
             self._why = "not a PE image"
-        elif size > MAX_IMAGE_BYTES:
+        elif _extent(pe) > MAX_IMAGE_BYTES:
             self._why = "image too large"
         else:
             try:
-                image = Image(path, key[0], Metadata(read(0, size)))
-                self.found.setdefault(path, image)
+                image = Image(path, key[0], pe, Metadata(read(0, _extent(pe))))
             except MetadataError:
                 self._why = "no readable metadata"
         self._images[key] = image
         return image
 
-    def _named_at(self, image: Image, data_at, address: int) -> bool:
+    def _named_at(self, image: Image, data_at) -> bool:
         name = image.metadata.assembly_name
         if not name:
             return False
@@ -223,7 +195,7 @@ class ManagedImages:
         if image is None:
             return None
         at = m.offset + (address - m.start)
-        return image if self._named_at(image, lambda n: f.read(at, n), address) else None
+        return image if self._named_at(image, lambda n: f.read(at, n)) else None
 
     def _image_start(self, i: int, f: _File) -> int | None:
         """The file offset where the image holding mapping ``i`` starts: that of the nearest mapping of the
@@ -251,42 +223,29 @@ class ManagedImages:
         if f is not None:
             image = self._image((f.path, 0), mod.path, f.read)
             if image is not None:
-                head = f.read(0, 4096)
-                for off in (_rva_to_offset(head, rva), rva):  # mapped as an image, or flat
-                    if off is not None and self._named_at(image, lambda n: f.read(off, n), address):
+                for off in (_file_offset(image.headers, rva), rva):  # mapped as an image, or flat
+                    if off is not None and self._named_at(image, lambda n: f.read(off, n)):
                         return image
         # the image's memory, if the dump holds it (mapped layout: sections at their RVAs)
         image = self._image(("dump memory", mod.base), mod.path, self._flat_from_memory(mod))
-        if image is not None and self._named_at(image, lambda n: self.space.try_read(address, n), address):
+        if image is not None and self._named_at(image, lambda n: self.space.try_read(address, n)):
             return image
         return None
 
     def _flat_from_memory(self, mod):
-        """read(offset, size) over the flat file bytes rebuilt from an image mapped in the dump's memory."""
-        base = mod.base
-        head = self.space.try_read(base, 4096) or b""
-
-        def read(offset: int, size: int) -> bytes:
-            if offset == 0 and size <= len(head) or _pe_extent(head) is None:
-                return head[:size] if offset == 0 else b""
-            size = min(size, MAX_IMAGE_BYTES)
-            out = bytearray(size)
-            out[: min(len(head), size)] = head[: min(len(head), size)]
-            import struct
-
-            pe = struct.unpack_from("<I", head, 0x3C)[0]
-            sections = struct.unpack_from("<H", head, pe + 6)[0]
-            optional = struct.unpack_from("<H", head, pe + 20)[0]
-            for k in range(sections):
-                at = pe + 24 + optional + 40 * k
-                vsize, va, raw_size, raw_ptr = struct.unpack_from("<IIII", head, at + 8)
-                n = min(raw_size, max(0, size - raw_ptr))
-                if n:
-                    data = self.space.read_available(base + va, n)
-                    out[raw_ptr : raw_ptr + len(data)] = data
-            return bytes(out[offset : offset + size])
-
-        return read
+        """read(offset, size) over the flat file bytes rebuilt from an image mapped in the dump's memory:
+        each section's raw data is read at its RVA and put at its file offset."""
+        head = self.space.try_read(mod.base, HEADER_BYTES) or b""
+        pe = _headers(head)
+        if pe is None:
+            return lambda offset, size: head[offset : offset + size]
+        flat = bytearray(min(_extent(pe), MAX_IMAGE_BYTES))
+        flat[: len(head)] = head[: len(flat)]
+        for x in pe.sections:
+            n = min(x.SizeOfRawData, max(0, len(flat) - x.PointerToRawData))
+            data = self.space.read_available(mod.base + x.VirtualAddress, n) if n else b""
+            flat[x.PointerToRawData : x.PointerToRawData + len(data)] = data
+        return lambda offset, size: bytes(flat[offset : offset + size])
 
     # --- modules ----------------------------------------------------------------------------------
 
@@ -309,6 +268,6 @@ class ManagedImages:
                 if image is not None:
                     break
         if image is None:
-            self.failures[self._why] += 1
+            self.failures[module] = self._why
         self._by_module[module] = image
         return image

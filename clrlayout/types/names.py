@@ -97,15 +97,15 @@ class TypeNames:
         if self._is_array(raw):
             element = raw.get("m_pPerInstInfo", 0)
             return self._assembly(element, depth + 1, why) if depth < MAX_DEPTH and not element & 2 else None
-        module = self._module(raw, address)
+        image = self._image(self._module(raw, address), why)
+        return image.metadata.assembly_name if image is not None else None
+
+    def _image(self, module: int | None, why: list):
+        """The image of a runtime Module, or None with the reason in ``why``."""
         image = self.images.of_module(module) if module else None
         if image is None:
-            why.append(self._image_failure())
-            return None
-        return image.metadata.assembly_name
-
-    def _image_failure(self) -> str:
-        return next(iter(self.images.failures.most_common(1)), ("module's image not found",))[0]
+            why.append(self.images.failures.get(module, "module's image not found") if module else "no module")
+        return image
 
     def _is_array(self, raw) -> bool:
         f = self._flags
@@ -133,10 +133,8 @@ class TypeNames:
                 return element + "[]"
             rank = (raw.m_BaseSize - 3 * self.profile.pointer_size) // 8
             return element + ("[*]" if rank == 1 else "[" + "," * (rank - 1) + "]")
-        module = self._module(raw, address)
-        image = self.images.of_module(module) if module else None
+        image = self._image(self._module(raw, address), why)
         if image is None:
-            why.append(self._image_failure() if module else "no module")
             return None
         token = self._token(raw)
         name = image.metadata.type_name(token) if token else None
