@@ -19,7 +19,8 @@ import click
 import numpy as np
 
 from . import __version__
-from .errors import ClrLayoutError, ExitCode, HeapNotFound, NotExact, OutputError, UnsupportedType, UsageError
+from .errors import (ClrLayoutError, ExitCode, HeapNotFound, NotExact, OutputError, TypeNotFound, UnsupportedType,
+                     UsageError)
 from .limits import limits_from_env
 
 STRING_TYPES = {"System.String", "string", "String"}
@@ -240,16 +241,23 @@ def info(file, fmt, mt, profile, heap, quiet):
 @click.option("--full", is_flag=True, help="Whole values in the table (not cut at 80 characters) and the whole hex "
               "dump with --layout (not cut at 64 lines).")
 @jobs_option
+@assemblies_option
 @scan_options
-def dump(file, type_name, fmt, limit, layout, full, jobs, strict, min_length, max_length, min_size, max_size,
-         generations, contains, regex, address_range, mt, profile, heap, quiet):
+def dump(file, type_name, fmt, limit, layout, full, jobs, assemblies, strict, min_length, max_length, min_size,
+         max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
     from . import parallel
     from .present import text
 
-    _type_check(type_name)
     if layout and fmt == "csv":
         raise UsageError("--layout has no CSV form: use --format table or jsonl")
+    if type_name not in STRING_TYPES:
+        string_only = [n for n, v in (("--min-length", min_length), ("--max-length", max_length),
+                                      ("--contains", contains), ("--regex", regex)) if v is not None]
+        if string_only:
+            raise UsageError(f"{', '.join(string_only)}: only for System.String, not --type {type_name}")
+        return _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict, min_size, max_size,
+                             generations, address_range, mt, profile, heap, quiet)
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         ptr = a.profile.pointer_size
@@ -302,6 +310,92 @@ def dump(file, type_name, fmt, limit, layout, full, jobs, strict, min_length, ma
         if fmt == "table":
             out(text.total_line(count, size, aligned))
         _report(a, quiet, strict)
+
+
+def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict, min_size, max_size, generations,
+                  address_range, mt, profile, heap, quiet):
+    """dump --type NAME for a type other than System.String: Address, MT, Size and the name (!dumpheap
+    -type), each object's JOL layout with --layout."""
+    from .heap.segments import HEAP_CODES
+    from .present import jsonout, text
+
+    with _open(file, mt, profile, heap, assemblies) as a:
+        if not a.heap.exact:
+            raise HeapNotFound(f"{file}: --type {type_name} needs the exact heap walk (a scan finds strings "
+                               "only): " + "; ".join(a.heap.warnings[-1:]))
+        mts = a.method_tables_named(type_name)
+        if not mts:
+            similar = a.type_names_containing(type_name)
+            raise TypeNotFound(f"--type {type_name}: no type of that name on the heap"
+                               + (f" (names that contain it: {'; '.join(similar)})" if similar else
+                                  " (stats lists the heap's types)"))
+        _preamble(a, quiet)
+        ptr = a.profile.pointer_size
+        if fmt == "table" and not layout:
+            out(text.objects_header(ptr))
+        if fmt == "csv":
+            out("address,method_table,size,aligned_size,length,heap,type")
+        count = size = aligned = 0
+        for obj in a.objects_of(mts):
+            heap_name = obj.segment.generation(obj.address)
+            if (min_size is not None and obj.size < min_size) or (max_size is not None and obj.size > max_size) \
+                    or (generations and HEAP_CODES[heap_name] not in generations) \
+                    or (address_range and not address_range[0] <= obj.address < address_range[1]):
+                continue
+            if limit is not None and count >= limit:
+                break
+            count += 1
+            size += obj.size
+            aligned += obj.aligned_size
+            if layout:
+                _print_object_layout(a, obj, heap_name, fmt, full)
+            elif fmt == "table":
+                out(text.object_line(obj, ptr))
+            elif fmt == "jsonl":
+                out(jsonout.dumps(jsonout.object_record(obj, heap_name)))
+            else:
+                out(",".join([f"{obj.address:#x}", f"{obj.method_table:#x}", str(obj.size), str(obj.aligned_size),
+                              str(obj.count) if obj.type.component_size else "", heap_name,
+                              _csv_field(jsonout.csv_value(obj.type_name or ""))]))
+        if fmt == "table":
+            out(text.total_line(count, size, aligned, noun=("object", "objects")))
+        _report(a, quiet, strict)
+
+
+def _csv_field(value: str) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow([value])
+    return buf.getvalue()
+
+
+def _print_object_layout(a, obj, heap_name: str, fmt: str, full: bool) -> None:
+    from .objects.instances import instance_layout
+    from .present import hexview, jsonout, text
+
+    lay_type = a.type_layout(obj.method_table)
+    h = a.profile.object.header_size
+    data = a.dump.memory.read(obj.address - h, obj.aligned_size)
+    element = a.array_element(obj.method_table) if obj.type.component_size else None
+    lay = instance_layout(a.profile, lay_type, obj.address, data, obj.size, obj.aligned_size, obj.count, element,
+                          a.referent, obj.segment.large, max_elements=None if full else 16)
+    if fmt == "jsonl":
+        out(jsonout.dumps({**jsonout.object_record(obj, heap_name), "layout": jsonout.layout_record(lay),
+                           **({"problems": list(lay_type.problems)} if lay_type.problems else {})}))
+        return
+    name = obj.type_name or f"<unknown type, MT {obj.method_table:#x}>"
+    title = (f"{name} at {obj.address:#x} (MethodTable {obj.method_table:#x}, {a.runtime.flavor} "
+             f"{a.runtime.version or '?'} {a.dump.arch}, {heap_name}):")
+    for line in text.layout_table(lay, title):
+        out(line)
+    for problem in lay_type.problems:
+        out(f"  (incomplete: {problem})")
+    out()
+    for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
+        out(line)
+    out()
 
 
 def _batch_renderer(fmt: str, ptr: int, value_limit: int | None = 80):
@@ -361,6 +455,47 @@ def _print_layout(a, s, fmt: str = "table", full: bool = False) -> None:
     for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
         out(line)
     out()
+
+
+# --- type -------------------------------------------------------------------------------------------
+
+
+@cli.command("type")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("name")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@assemblies_option
+@quiet_option
+@heap_option
+@profile_option
+def type_(file, name, fmt, assemblies, quiet, heap, profile):
+    """The layout of a type without an instance (!dumpmt + JOL's class layout): NAME as the DAC prints it
+    (or as reflection does), or a MethodTable address."""
+    from .present import typelayout
+
+    with _open(file, None, profile, heap, assemblies) as a:
+        if a.profile.method_table is None:
+            raise UnsupportedType("type: Mono dumps have MonoVTables, whose classes are not read")
+        try:
+            address = ADDRESS.convert(name, None, None)
+        except click.BadParameter:
+            address = None
+        if address is not None and a.mts.get(address) is not None:
+            mts = [address]
+        else:
+            mts = a.method_tables_named(name) if a.heap.exact else []
+            if not mts:
+                similar = a.type_names_containing(name) if a.heap.exact else []
+                raise TypeNotFound(f"type {name}: no type of that name among the heap's types"
+                                   + (f" (names that contain it: {'; '.join(similar)})" if similar else "")
+                                   + ("" if a.heap.exact else " (no exact heap walk: give a MethodTable address)"))
+        _preamble(a, quiet)
+        for i, mt in enumerate(mts):
+            if i:
+                out()
+            for line in typelayout.render(a, a.type_layout(mt), fmt):
+                out(line)
+        _report(a, quiet)
 
 
 # --- stats ------------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ class Session:
     assemblies: list = field(default_factory=list)
     _info: dict | None = field(default=None, repr=False)
     _names: object = field(default=None, repr=False)
+    _layouts: object = field(default=None, repr=False)
 
     def close(self) -> None:
         if self._names is not None:
@@ -251,6 +252,86 @@ class Session:
             return STRING_TYPE  # known by its shape (and by --mt) where its metadata cannot be had
         return name
 
+    # --- types and their layouts -----------------------------------------------------------------
+
+    @property
+    def layouts(self):
+        """The :class:`~clrlayout.types.layouts.TypeLayouts` of this dump (EEClass and FieldDescs, read as
+        layouts are asked for)."""
+        if self._layouts is None:
+            from .types.eeclass import type_system_layout
+            from .types.layouts import TypeLayouts
+
+            if self.profile.method_table is None:
+                spec = "field layouts are known for CoreCLR (.NET Core 3.0 to .NET 10), not for Mono"
+            else:
+                spec = type_system_layout(self.runtime.flavor, self.dump.arch, self.dump.os,
+                                          self.runtime.version_tuple, self.profile.pointer_size)
+            self._layouts = TypeLayouts(self.names, spec)
+        return self._layouts
+
+    def type_layout(self, method_table: int):
+        """The field layout of the type of a MethodTable (None: not a MethodTable in the dump)."""
+        return self.layouts.layout(method_table)
+
+    def method_tables_named(self, name: str) -> list[int]:
+        """The MethodTables of the heap's types (and the types they lead to) whose name is ``name``, as the
+        DAC prints it or as reflection does; the heap is walked once to learn them."""
+        self._learn_heap_types()
+        return [mt for mt in self.layouts.universe() if name in (self.type_name(mt), self.names.reflection_name(mt))]
+
+    def type_names_containing(self, text: str, limit: int = 5) -> list[str]:
+        self._learn_heap_types()
+        found = sorted({n for n in map(self.type_name, self.layouts.universe()) if n and text in n})
+        return found[:limit]
+
+    def _learn_heap_types(self) -> None:
+        if self.heap.exact and not getattr(self, "_walked_types", False):
+            self.string_method_table()
+            for _ in self.heap_steps().windows():
+                pass
+            self._walked_types = True
+
+    def referent(self, address: int):
+        """What a reference to ``address`` points at: its type's name and, for a string, its value."""
+        from .objects.instances import Referent
+        from .objects.strings import read_strings
+
+        word = self.dump.memory.try_read(address, self.profile.pointer_size)
+        if word is None:
+            return Referent("not in the dump")
+        mt = int.from_bytes(word, "little") & ~self.profile.object.method_table_unmask
+        if self.mts.get(mt) is None:
+            return Referent("no valid MethodTable")
+        value = None
+        if mt == self.mts.string_mt:
+            got = read_strings(self.dump.memory, self.profile, [address], False, Findings(0))
+            value = got[0].value if got else None
+        return Referent(self.type_name(mt) or f"<unknown type, MT {mt:#x}>", value)
+
+    def array_element(self, method_table: int):
+        """(name, show, size, fields) of the elements of an array type: how the layout shows each element
+        (fields: a value type's own, offsets from the start of the element)."""
+        from dataclasses import replace
+
+        from .objects.instances import _PRIMITIVES
+
+        raw = self.mts.read_raw(method_table)
+        mt = self.mts.get(method_table)
+        element = raw.get("m_pPerInstInfo", 0) if raw is not None else 0
+        emt = self.mts.get(element) if element and not element & 2 else None
+        name = self.names.reflection_name(element) if emt is not None else None
+        size = mt.component_size if mt is not None else 0
+        if name in _PRIMITIVES:
+            return name, _PRIMITIVES[name][1], size, ()
+        lay = self.type_layout(element) if emt is not None else None
+        if lay is not None and lay.value_type:
+            ptr = self.profile.pointer_size
+            return name or "?", "struct", size, tuple(replace(f, offset=f.offset - ptr) for f in lay.fields)
+        if emt is not None and size == self.profile.pointer_size:
+            return name, "reference", size, ()
+        return name or "?", "hex", size, ()
+
     # --- enumeration ------------------------------------------------------------------------------
 
     def strings(self, selected=None) -> Iterator[StringObject]:
@@ -285,6 +366,21 @@ class Session:
                     names[mt] = self.type_name(mt)
                 yield HeapObject(win.base + off, mt, t.object_size(count), aligned, count, t, win.segment,
                                  names[mt])
+
+    def objects_of(self, method_tables, progress=None) -> Iterator[HeapObject]:
+        """The objects whose MethodTable is one of ``method_tables``, in heap order (exact walk only)."""
+        if not self.heap.exact:
+            raise HeapNotFound(f"{self.dump.path}: objects cannot be listed without an exact heap walk ("
+                               + "; ".join(self.heap.warnings[-1:]) + ")")
+        wanted = np.array(sorted(method_tables), dtype=np.uint64)
+        for win in self.heap_steps(progress).windows():
+            hit = np.flatnonzero(np.isin(win.method_tables, wanted))
+            for i in hit.tolist():
+                mt = int(win.method_tables[i])
+                t = self.mts.get(mt)
+                count = int(win.counts[i])
+                yield HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]),
+                                 count, t, win.segment, self.type_name(mt))
 
     def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
         """Every System.String of the heap, in address order within each segment (values only with

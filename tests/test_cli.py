@@ -118,8 +118,10 @@ def test_bad_files_exit_with_documented_codes(tmp_path, capsys, content, code):
 def test_missing_file_and_usage(tmp_path, capsys):
     code, _, err = run(capsys, "info", tmp_path / "nope.dmp")
     assert code == 3 and "cannot open" in err
-    code, _, _ = run(capsys, "dump", LINUX, "--type", "System.Object")
-    assert code == 2
+    code, _, err = run(capsys, "dump", LINUX, "--type", "System.Object", "--contains", "x")
+    assert code == 2 and "--contains: only for System.String" in err
+    code, _, err = run(capsys, "dump", LINUX, "--type", "No.Such.Type")
+    assert code == 4 and "no type of that name on the heap" in err and err.count("\n") == 1
     code, _, _ = run(capsys, "dump", LINUX, "--format", "xml")
     assert code == 2
     code, _, _ = run(capsys, "dump", LINUX, "--mt", "zz")

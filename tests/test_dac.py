@@ -66,7 +66,7 @@ def test_type_statistics_and_names_equal_the_dacs(fresh_core, capsys):
 
     from clrlayout.cli import main
 
-    listing = fresh_core.dac_listing("--names")
+    listing = fresh_core.dac_listing("--names", "--fields")  # one DAC run serves this and the field test
     names = {int(mt): name for mt, name in listing["names"].items()}
     counts, sizes = Counter(), Counter()
     for _, mt, size, _ in listing["objects"]:
@@ -83,6 +83,42 @@ def test_type_statistics_and_names_equal_the_dacs(fresh_core, capsys):
     assert {mt: r["name"] for mt, r in ours.items()} == {mt: names[mt] for mt in ours}
     assert any("`2[[" in n for n in names.values()) and any(n.endswith("[]") for n in names.values())
     assert data["count"] == len(listing["objects"])
+
+
+def test_field_descs_and_layouts_equal_the_dacs(fresh_core):
+    """Every heap type's own FieldDescs (token, offset, CorElementType, static, thread-local) equal the DAC's
+    GetFieldDescData, read from the EEClass and FieldDesc layouts of formats/type-system.toml; the
+    MethodTable of every non-generic value-type field the DAC knows is the one clrlayout finds; and each
+    layout's fields lie inside the object without overlapping."""
+    import clrlayout
+
+    listing = fresh_core.dac_listing("--names", "--fields")
+    names = {int(mt): n for mt, n in listing["names"].items()}
+    with clrlayout.open(fresh_core.path) as s:
+        s.method_tables_named("System.String")  # walks the heap: every MethodTable known
+        compared = structs = 0
+        for key, dac in listing["fields"].items():
+            mt = int(key)
+            c = s.layouts.class_data(mt)
+            assert c.problem is None, (names[mt], c.problem)
+            ours = [(f.token, f.offset, f.element_type, f.is_static, f.is_thread_local) for f in c.own]
+            assert ours == [(f["token"], f["offset"], f["type"], f["static"], f["thread_local"]) for f in dac], \
+                names[mt]
+            compared += len(dac)
+            lay = s.type_layout(mt)
+            assert lay.complete, (names[mt], lay.problems)
+            for f in dac:
+                mine = [x for x in lay.fields if x.token == f["token"]]
+                if f["type"] == 0x11 and not f["static"] and f["field_mt"] and "`" not in mine[0].type:
+                    assert mine[0].field_method_table == f["field_mt"], (names[mt], mine[0].name)
+                    structs += 1
+            ptr = s.profile.pointer_size
+            end = ptr if not lay.value_type else ptr
+            for f in lay.fields:
+                assert f.offset >= end and f.size > 0, (names[mt], f)
+                end = f.end
+            assert end <= lay.base_size - s.profile.object.header_size or lay.component_size, names[mt]
+    assert compared > 400 and structs >= 1
 
 
 def test_scan_keeps_to_the_gc_heap_of_a_python_host(python_host_core):

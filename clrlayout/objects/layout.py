@@ -19,8 +19,11 @@ class LayoutRow:
     size: int
     type: str
     description: str
-    role: str  # header-padding | sync-block | method-table | sync-pointer | length | gap | chars | terminator | extra | alignment
+    role: str  # header-padding | sync-block | method-table | sync-pointer | length | gap | chars | terminator | extra
+    #            | alignment | field | struct | element
     value: str | None = None
+    #: the two characters the hex dump shows under this row's bytes (None: the role's)
+    mark: str | None = None
 
     @property
     def end(self) -> int:
@@ -42,6 +45,9 @@ class ObjectLayout:
     address: int | None = None
     #: the object's bytes from the start of its header through its padding (None without a dump)
     data: bytes | None = None
+    #: the type's BaseSize and ComponentSize (None: System.String's, from the profile)
+    base_size: int | None = None
+    component_size: int = 2
 
     @property
     def start_offset(self) -> int:
@@ -59,11 +65,17 @@ class ObjectLayout:
         lo = row.offset - self.start_offset
         return self.data[lo : lo + row.size]
 
-    def role_at(self, offset: int) -> str | None:
+    def row_at(self, offset: int) -> LayoutRow | None:
+        """The innermost row holding ``offset`` (an embedded struct's field rather than the struct)."""
+        found = None
         for r in self.rows:
             if r.offset <= offset < r.end:
-                return r.role
-        return None
+                found = r
+        return found
+
+    def role_at(self, offset: int) -> str | None:
+        r = self.row_at(offset)
+        return None if r is None else r.role
 
     def word_read_overrun(self) -> tuple[int, int]:
         """How far reading the characters a pointer-sized word at a time runs past the object.

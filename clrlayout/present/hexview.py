@@ -16,9 +16,13 @@ MARKS = {
     "terminator": "00",
     "extra": "xx",
     "alignment": "aa",
+    "element": "ee",
+    "struct": "vv",
 }
 LEGEND = ("pp header padding, hh sync block word, mm MethodTable, ll length, cc characters, "
-          "00 terminator, xx extra bytes in BaseSize, aa alignment gap, gg field gap, ss sync pointer")
+          "00 terminator, xx extra bytes in BaseSize, aa alignment gap, gg field gap, ss sync pointer, "
+          "ee array elements, vv a struct's bytes; "
+          "a field's bytes carry the number in its table row's # column")
 
 
 def _ascii(b: int) -> str:
@@ -61,7 +65,8 @@ def _hex_lines(layout: ObjectLayout, pointer_size: int | None, line: int) -> lis
             if 0 <= k < len(layout.data):
                 b = layout.data[k]
                 hexes.append(f"{sep}{b:02x}")
-                marks.append(" " + MARKS.get(layout.role_at(at - layout.address) or "", "  "))
+                r = layout.row_at(at - layout.address)
+                marks.append(" " + ((r.mark or MARKS.get(r.role, "  ")) if r is not None else "  "))
                 text.append(_ascii(b))
             else:
                 hexes.append("   ")

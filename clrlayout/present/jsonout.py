@@ -47,6 +47,16 @@ def string_record(s: StringObject) -> dict:
     }
 
 
+def object_record(obj, heap: str) -> dict:
+    """One JSON Lines record of an object of any type (README: JSON Lines schema)."""
+    record = {"address": f"{obj.address:#x}", "method_table": f"{obj.method_table:#x}", "type": obj.type_name,
+              "size": obj.size, "aligned_size": obj.aligned_size}
+    if obj.type.component_size:
+        record["length"] = obj.count
+    record["heap"] = heap
+    return record
+
+
 def layout_record(lay) -> dict:
     """An object's layout as JSON: the rows (offsets from the object pointer), sizes, space losses, and the
     object's bytes in hex when they were read from a dump."""
@@ -55,7 +65,8 @@ def layout_record(lay) -> dict:
         "sos_size": lay.sos_size, "aligned_size": lay.aligned_size,
         "space_losses": {"internal": internal, "external": external},
         "rows": [{"offset": r.offset, "size": r.size, "type": r.type, "description": r.description, "role": r.role,
-                  **({"value": r.value} if r.value is not None else {})} for r in lay.rows],
+                  **({"value": r.value} if r.value is not None else {}),
+                  **({"mark": r.mark} if r.mark is not None else {})} for r in lay.rows],
     }
     if lay.data is not None:
         record["bytes"] = lay.data.hex()

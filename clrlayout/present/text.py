@@ -50,25 +50,42 @@ def dumpheap_line(s: StringObject, pointer_size: int, value_limit: int | None = 
             f"{display_value(s.value, value_limit)}")
 
 
-def total_line(count: int, size: int, aligned: int) -> str:
-    noun = "string" if count == 1 else "strings"
+def objects_header(pointer_size: int) -> str:
+    w = 2 * pointer_size
+    return f"{'Address':>{w}} {'MT':>{w}} {'Size':>8}  Type"
+
+
+def object_line(obj, pointer_size: int) -> str:
+    """One row like SOS !dumpheap -type (Address, MT, Size) plus the name (and an array's length)."""
+    name = obj.type_name or f"<unknown type, MT {obj.method_table:#x}>"
+    if obj.type.component_size and obj.type.kind == "array":
+        name += f" (length {obj.count:,})"
+    return f"{hexaddr(obj.address, pointer_size)} {hexaddr(obj.method_table, pointer_size)} {obj.size:8d}  {name}"
+
+
+def total_line(count: int, size: int, aligned: int, noun: tuple = ("string", "strings")) -> str:
+    noun = noun[0] if count == 1 else noun[1]
     return f"Total {count:,} {noun}, {size:,} bytes (SOS size), {aligned:,} bytes on the heap (aligned)"
 
 
 def layout_table(layout: ObjectLayout, title: str) -> list[str]:
     """JOL-style: OFF SZ TYPE DESCRIPTION VALUE, then the instance size and the space losses."""
     with_values = any(r.value is not None for r in layout.rows)
-    headers = ["OFF", "SZ", "TYPE", "DESCRIPTION"] + (["VALUE"] if with_values else [])
+    with_marks = any(r.mark is not None for r in layout.rows)
+    headers = ["OFF", "SZ", "TYPE", "DESCRIPTION"] + (["VALUE"] if with_values else []) + (["#"] if with_marks else [])
     rows = []
     for r in layout.rows:
         row = [r.offset, r.size, r.type, r.description]
         if with_values:
             row.append(r.value or "")
+        if with_marks:
+            row.append(r.mark or "")
         rows.append(row)
     lines = [title]
-    lines += table(headers, rows, "rrlll" if with_values else "rrll", indent="  ")
+    lines += table(headers, rows, "rrll" + "l" * with_values + "l" * with_marks, indent="  ")
     internal, external = layout.losses()
-    lines.append(f"Instance size: {layout.aligned_size} bytes (SOS size {layout.sos_size}: BaseSize "
-                 f"{layout.profile.string.base_size} + 2 x {layout.length})")
+    base = layout.profile.string.base_size if layout.base_size is None else layout.base_size
+    parts = f"BaseSize {base}" + (f" + {layout.component_size} x {layout.length}" if layout.component_size else "")
+    lines.append(f"Instance size: {layout.aligned_size} bytes (SOS size {layout.sos_size}: {parts})")
     lines.append(f"Space losses: {internal} bytes internal + {external} bytes external = {internal + external} bytes total")
     return lines

@@ -243,6 +243,9 @@ def _read_toml(path: Path) -> dict:
         raise InvalidProfile(str(path), "-", f"not valid TOML: {e}") from None
 
 
+read_toml = _read_toml  # the data files beside the profiles (type-system.toml) are read the same way
+
+
 def _merge(base: dict, top: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in top.items():

@@ -247,6 +247,19 @@ class ManagedImages:
             flat[x.PointerToRawData : x.PointerToRawData + len(data)] = data
         return lambda offset, size: bytes(flat[offset : offset + size])
 
+    def loaded(self) -> list[Image]:
+        """The images read so far (each once)."""
+        out = []
+        for image in self._images.values():
+            if image is not None and image not in out:
+                out.append(image)
+        return out
+
+    def by_assembly(self, name: str) -> list[Image]:
+        """The images read so far whose assembly has the simple name ``name`` (case as the loader: ignored)."""
+        want = name.lower()
+        return [i for i in self.loaded() if (i.metadata.assembly_name or "").lower() == want]
+
     # --- modules ----------------------------------------------------------------------------------
 
     def of_module(self, module: int) -> Image | None:

@@ -25,7 +25,8 @@ def escape(name: str) -> str:
 
 
 class Metadata:
-    """Names of TypeDefs (with their enclosing types) and the assembly's simple name."""
+    """Names of TypeDefs (with their enclosing types), fields and type references, and the assembly's
+    simple name."""
 
     def __init__(self, data: bytes):
         import dnfile
@@ -44,6 +45,7 @@ class Metadata:
         self._pe = pe
         self._tables = tables
         self._enclosing: dict[int, int] | None = None
+        self._by_name: dict[str, int] | None = None
         self.assembly_name = self._assembly_name()
 
     def _assembly_name(self) -> str | None:
@@ -102,3 +104,72 @@ class Metadata:
             namespace = str(row.TypeNamespace)
             parts.append(f"{escape(namespace)}.{name}" if namespace else name)
             return "+".join(reversed(parts))
+
+    # --- fields and type references --------------------------------------------------------------------
+
+    def _table_row(self, table: str, rid: int):
+        t = getattr(self._tables, table, None)
+        if t is None or not 1 <= rid <= t.num_rows:
+            return None
+        try:
+            return t.get_with_row_index(rid)
+        except Exception:
+            return None
+
+    def field(self, rid: int) -> tuple[str, bytes] | None:
+        """The name and the signature blob of Field row ``rid`` (None when it is not there)."""
+        row = self._table_row("Field", rid)
+        if row is None:
+            return None
+        try:
+            sig = row.Signature
+            return str(row.Name), bytes(sig.value if sig is not None and sig.value is not None else b"")
+        except Exception:
+            return None
+
+    def type_spec(self, rid: int) -> bytes | None:
+        row = self._table_row("TypeSpec", rid)
+        try:
+            return None if row is None or row.Signature is None else bytes(row.Signature.value)
+        except Exception:
+            return None
+
+    def type_ref(self, rid: int) -> tuple[str, str | None] | None:
+        """A TypeRef's full name (nested types with ``+``) and the simple name of the assembly that defines
+        it (None: this assembly)."""
+        parts = []
+        for _ in range(16):
+            row = self._table_row("TypeRef", rid)
+            if row is None:
+                return None
+            try:
+                name, namespace = escape(str(row.TypeName)), str(row.TypeNamespace)
+                scope = row.ResolutionScope
+                table = type(scope.table).__name__ if scope is not None and scope.table is not None else ""
+                index = scope.row_index if scope is not None else 0
+            except Exception:
+                return None
+            if table == "TypeRef":
+                parts.append(name)
+                rid = index
+                continue
+            parts.append(f"{escape(namespace)}.{name}" if namespace else name)
+            full = "+".join(reversed(parts))
+            if table == "AssemblyRef":
+                ref = self._table_row("AssemblyRef", index)
+                try:
+                    return full, str(ref.Name) if ref is not None else None
+                except Exception:
+                    return full, None
+            return full, None  # Module or ModuleRef: defined in this assembly
+        return None
+
+    def find_type(self, full_name: str) -> int | None:
+        """The TypeDef RID of a type by its full name (``Namespace.Outer+Inner``), None when not defined here."""
+        if self._by_name is None:
+            self._by_name = {}
+            for rid in range(1, self.type_count + 1):
+                name = self.type_name(rid)
+                if name is not None:
+                    self._by_name.setdefault(name, rid)
+        return self._by_name.get(full_name)

@@ -5,6 +5,9 @@ A MethodTable's name is its TypeDef's (token in the MethodTable, metadata of its
 dictionary), ``[]``, ``[,]`` or ``[*]`` after an array's element type, and ``Free`` for the free object.
 What cannot be named (no image, an unknown token, a type handle that is not a MethodTable) has no name
 (``None``), never a guessed one; ``unnamed`` counts why.
+
+The same names come in reflection's style too (``Type.ToString()``: ``List`1[System.String]``, no
+assembly names), the style of a field's declared type.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class TypeNames:
         self._flags = mts.profile.method_table.flags
         self._fields = mts.profile.method_table.fields
         self._names: dict[int, str | None] = {}
+        self._reflection: dict[int, str | None] = {}
         self._assemblies: dict[int, str | None] = {}
         #: why MethodTables had no name: reason -> count of MethodTables
         self.unnamed: Counter = Counter()
@@ -43,6 +47,35 @@ class TypeNames:
                 self.unnamed[why[0] if why else "unreadable MethodTable"] += 1
             self._names[address] = name
         return self._names[address]
+
+    def reflection_name(self, address: int) -> str | None:
+        """The name as reflection's ``Type.ToString()`` prints it: type arguments without assemblies."""
+        if address not in self._reflection:
+            self._reflection[address] = self._name(address, 0, [], reflection=True)
+        return self._reflection[address]
+
+    def image_of(self, address: int):
+        """The managed image (with its metadata) of the module of the type at ``address``, or None."""
+        raw = self._raw(address)
+        return None if raw is None else self._image(self._module(raw, address), [])
+
+    def module_of(self, address: int) -> int | None:
+        """The runtime Module of the type at ``address`` (``MethodTable::GetModule``)."""
+        raw = self._raw(address)
+        return None if raw is None else self._module(raw, address)
+
+    def token_of(self, address: int) -> int:
+        """The TypeDef RID of the type at ``address`` (0: none)."""
+        raw = self._raw(address)
+        return 0 if raw is None else self._token(raw)
+
+    def type_arguments(self, address: int) -> list[int] | None:
+        """The type handles of the arguments of a generic instantiation ([] for other types; None when its
+        dictionary is not in the dump)."""
+        raw = self._raw(address)
+        if raw is None or raw.has_component_size or not raw.m_dwFlags & self._flags["GenericsMask"]:
+            return []
+        return self._arg_handles(raw, [])
 
     # --- the pieces ---------------------------------------------------------------------------------
 
@@ -111,9 +144,10 @@ class TypeNames:
         f = self._flags
         return raw.has_component_size and raw.m_dwFlags & f["Category_Array_Mask"] == f["Category_Array"]
 
-    def _name(self, address: int, depth: int, why: list) -> str | None:
-        if address in self._names:
-            return self._names[address]
+    def _name(self, address: int, depth: int, why: list, reflection: bool = False) -> str | None:
+        cache = self._reflection if reflection else self._names
+        if address in cache:
+            return cache[address]
         if depth > MAX_DEPTH or address & 2:  # a TypeDesc (pointer, byref, generic variable): not named here
             why.append("type argument that is not a MethodTable")
             return None
@@ -125,7 +159,7 @@ class TypeNames:
         if mt.kind == "free":
             return "Free"
         if self._is_array(raw):
-            element = self._name(raw.get("m_pPerInstInfo", 0), depth + 1, why)
+            element = self._name(raw.get("m_pPerInstInfo", 0), depth + 1, why, reflection)
             if element is None:
                 return None
             f = self._flags
@@ -142,16 +176,35 @@ class TypeNames:
             why.append("TypeDef token not in the metadata")
             return None
         if raw.m_dwFlags & self._flags["GenericsMask"] and not raw.has_component_size:
-            args = self._type_args(raw, depth, why)
+            args = self._type_args(raw, depth, why, reflection)
             if args is None:
                 return None
-            if args:
+            if args and reflection:
+                name += "[" + ",".join(args) + "]"
+            elif args:
                 name += "[" + ",".join(f"[{a}]" for a in args) + "]"
         return name
 
-    def _type_args(self, raw, depth: int, why: list) -> list[str] | None:
-        """``Name, Assembly`` of each type argument of an instantiation, from its dictionary: the last of its
-        dictionaries (PerInstInfo[NumDicts - 1]) starts with the argument type handles."""
+    def _type_args(self, raw, depth: int, why: list, reflection: bool = False) -> list[str] | None:
+        """``Name, Assembly`` of each type argument of an instantiation (``Name`` in reflection's style)."""
+        handles = self._arg_handles(raw, why)
+        if handles is None:
+            return None
+        out = []
+        for th in handles:
+            name = self._name(th, depth + 1, why, reflection)
+            if name is not None and reflection:
+                out.append(name)
+                continue
+            assembly = self._assembly(th, depth + 1, why) if name is not None else None
+            if name is None or assembly is None:
+                return None
+            out.append(f"{name}, {assembly}")
+        return out
+
+    def _arg_handles(self, raw, why: list) -> list[int] | None:
+        """The argument type handles of an instantiation, from its dictionary: the last of its dictionaries
+        (PerInstInfo[NumDicts - 1]) starts with them."""
         ptr = self.profile.pointer_size
         if not raw.get("m_wFlags2", raw.get("m_dwFlags2", 0)) & self._flags["Flags2_HasPerInstInfo"]:
             return []
@@ -170,12 +223,4 @@ class TypeNames:
         if handles is None:
             why.append("generic dictionary not in the dump")
             return None
-        out = []
-        for k in range(num_args):
-            th = int.from_bytes(handles[k * ptr : (k + 1) * ptr], "little")
-            name = self._name(th, depth + 1, why)
-            assembly = self._assembly(th, depth + 1, why) if name is not None else None
-            if name is None or assembly is None:
-                return None
-            out.append(f"{name}, {assembly}")
-        return out
+        return [int.from_bytes(handles[k * ptr : (k + 1) * ptr], "little") for k in range(num_args)]
