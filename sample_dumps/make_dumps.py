@@ -100,6 +100,7 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 def compile_targets(build: Path) -> None:
     run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'strings.dll'}", TARGETS / "strings" / "Program.cs"])
     run(["mcs", "-target:exe", f"-out:{build / 'minidumper.dll'}", TARGETS / "minidumper" / "Program.cs"])
+    run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'types.dll'}", TARGETS / "types" / "Program.cs"])
 
 
 def start_target(cmd, env, timeout: float = 120.0) -> tuple[subprocess.Popen, int]:

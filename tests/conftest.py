@@ -106,6 +106,15 @@ def fresh_core(request, target_build, tmp_path_factory):
     return strings_core(target_build, tmp_path_factory.mktemp("core"), version, gc == "server")
 
 
+@pytest.fixture(scope="session", params=[v for v, gc in FRESH if gc == "workstation"])
+def types_core(request, target_build, tmp_path_factory):
+    """An untrimmed core of the types target (BCL, own and Reflection.Emit types, with what reflection says
+    of every field) on each real runtime."""
+    from fresh import types_core
+
+    return types_core(target_build, tmp_path_factory.mktemp("types"), request.param)
+
+
 @pytest.fixture(scope="session")
 def python_host_core(tmp_path_factory):
     """A core of Python hosting CoreCLR 3.1.23 through pythonnet: native memory full of runtime structures,

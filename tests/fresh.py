@@ -62,6 +62,14 @@ def strings_core(build: Path, work: Path, version: str, server: bool) -> FreshCo
                      "server" if server else "workstation")
 
 
+def types_core(build: Path, work: Path, version: str) -> FreshCore:
+    """The types target (sample_dumps/targets/types) on a real runtime, dumped by its createdump."""
+    work.mkdir(parents=True, exist_ok=True)
+    runtime = runtimes.get(version)
+    raw, truth = make_dumps.make_linux(build, work, runtime=runtime, target="types")
+    return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), runtime.dac, version, "workstation")
+
+
 def python_host_core(work: Path, iterations: int = 8000) -> FreshCore:
     """Python hosting CoreCLR 3.1.23 through pythonnet (tests/python_host.py), dumped by createdump."""
     work.mkdir(parents=True, exist_ok=True)

@@ -84,7 +84,8 @@ def type_rows(profile: Profile, layout: TypeLayout, base: int = 0) -> list[Layou
     return rows
 
 
-def _field_rows(profile, fields, rows, start, data, at, counter, prefix, value_type, referent=None, end=None):
+def _field_rows(profile, fields, rows, start, data, at, counter, prefix, value_type, referent=None, end=None,
+                path=()):
     """Rows for ``fields`` (offsets from ``start``) with gaps; values from ``data`` read at ``at``."""
     pos = None
     for f in fields:
@@ -96,13 +97,15 @@ def _field_rows(profile, fields, rows, start, data, at, counter, prefix, value_t
         if f.kind == "struct":
             note = "" if f.size_known else " (size: room to the next field; struct not in the dump's types)"
             rows.append(LayoutRow(start + f.offset, f.size, f.type, desc + note, "struct",
-                                  None if raw is None or f.fields else (raw.hex(" ") if raw else None)))
+                                  None if raw is None or f.fields else (raw.hex(" ") if raw else None),
+                                  path=path + (f.token,)))
             if f.fields:
                 _field_rows(profile, f.fields, rows, start + f.offset, data, at, counter, prefix + "  .", True,
-                            referent, f.size)
+                            referent, f.size, path + (f.token,))
         else:
             rows.append(LayoutRow(start + f.offset, f.size, f.type, desc, "field",
-                                  show_value(f.show, raw, profile.pointer_size, referent), _mark(counter[0])))
+                                  show_value(f.show, raw, profile.pointer_size, referent), _mark(counter[0]),
+                                  path + (f.token,)))
         pos = f.end if pos is None else max(pos, f.end)
     if end is not None and pos is not None and end > pos:
         rows.append(LayoutRow(start + pos, end - pos, "", f"{prefix}(padding at the end of the struct)", "gap"))
@@ -180,13 +183,13 @@ def _array_rows(p: Profile, layout: TypeLayout, rows: list, data: bytes, count: 
         at = first + i * esize
         raw = data[h + at : h + at + esize] if data is not None else None
         if show == "struct" and inner:  # a value type's elements: each with its own fields
-            rows.append(LayoutRow(at, esize, name, f"[{i}]", "struct"))
+            rows.append(LayoutRow(at, esize, name, f"[{i}]", "struct", path=(f"[{i}]",)))
             _field_rows(p, inner, rows, at, data, h if data is not None else None, counter, "  .", True, referent,
-                        esize)
+                        esize, (f"[{i}]",))
             continue
         counter[0] += 1
         value = None if raw is None else show_value(show, raw, ptr, referent) if show != "struct" else raw.hex(" ")
-        rows.append(LayoutRow(at, esize, name, f"[{i}]", "element", value, _mark(counter[0])))
+        rows.append(LayoutRow(at, esize, name, f"[{i}]", "element", value, _mark(counter[0]), (f"[{i}]",)))
     if count > shown:
         at = first + shown * esize
         rows.append(LayoutRow(at, (count - shown) * esize, f"{name}[{count - shown}]",

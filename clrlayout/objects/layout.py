@@ -24,6 +24,9 @@ class LayoutRow:
     value: str | None = None
     #: the two characters the hex dump shows under this row's bytes (None: the role's)
     mark: str | None = None
+    #: a field's row: the field tokens from the object down to it (an embedded struct's field has two);
+    #: an array element's: ("[i]",) and then the element's field tokens
+    path: tuple | None = None
 
     @property
     def end(self) -> int:

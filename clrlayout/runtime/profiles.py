@@ -89,6 +89,7 @@ SCHEMA = {
                "string_has_no_high_chars": int, "string_high_chars_known": int, "kind": str,
                # Mono's lock word
                "status_mask": int, "status_hash": int, "status_inflated": int, "owner_shift": int, "hash_shift": int},
+    "type_desc": {"kind_mask": int, "template_method_table": int, "argument": int},
 }
 PROFILE_KEYS = {"name", "flavor", "arch", "baseline", "pointer_size", "endian", "versions", "sources",
                 "verified", "abstract", "kind"}
@@ -99,6 +100,7 @@ REQUIRED = {
     "method_table": {"size", "fields", "flags"},  # CLR only: a MonoVTable is not a MethodTable
     "string": {"length_offset", "chars_offset", "base_size", "component_size", "terminator_size"},
     "header": {"kind"},
+    "type_desc": set(),
 }
 
 
@@ -192,6 +194,9 @@ class Profile:
     method_table: MethodTableSpec | None  # None for Mono
     string: StringSpec
     header: HeaderSpec
+    #: ParamTypeDesc (a TypeHandle with bit 1 set: pointers, by-refs, and arrays before .NET 5): offsets in
+    #: pointers; empty when the runtime has none
+    type_desc: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict, compare=False)
     verified: str = ""
     path: str = ""
@@ -414,6 +419,7 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
         if has_mt else None,
         string=StringSpec(**s),
         header=HeaderSpec(**data["header"]),
+        type_desc=dict(data.get("type_desc", {})),
         sources=sources, verified=meta.get("verified", ""), path=path,
     )
 

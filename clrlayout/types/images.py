@@ -27,6 +27,8 @@ MODULE_SEARCH_BYTES = 0x200
 HEADER_BYTES = 4096
 #: the largest assembly read (CoreLib is about 10-15 MB)
 MAX_IMAGE_BYTES = 64 << 20
+#: mappings looked back at for the header mapping of an image whose sections are in anonymous memory
+MAX_MAPPINGS_BACK = 8
 #: files looked at under --assemblies directories
 MAX_ASSEMBLY_FILES = 100_000
 
@@ -179,9 +181,16 @@ class ManagedImages:
 
     def _elf_image(self, address: int) -> Image | None:
         i = bisect.bisect_right(self._starts, address) - 1
-        if i < 0 or address >= self._mappings[i].end:
+        if i < 0:
             return None
         m = self._mappings[i]
+        if address >= m.end or m.path.startswith("/dev/"):
+            # sections the loader copied into anonymous memory, after the mapping of the image's headers
+            for j in range(i, max(-1, i - MAX_MAPPINGS_BACK), -1):
+                image = self._beyond_mapping(j, address)
+                if image is not None:
+                    return image
+            return None
         if not m.path.lower().endswith((".dll", ".exe")) and "/" in m.path and "." in m.path.rsplit("/", 1)[-1]:
             return None  # a shared library or data file (a single-file app's bundle has no such suffix)
         f = self._file(m.path)
@@ -196,6 +205,22 @@ class ManagedImages:
             return None
         at = m.offset + (address - m.start)
         return image if self._named_at(image, lambda n: f.read(at, n)) else None
+
+    def _beyond_mapping(self, i: int, address: int) -> Image | None:
+        """The image whose sections the loader copied into memory after mapping only its headers from the file
+        (CoreCLR's PAL does so for IL images whose sections are not page-aligned): ``address`` lies within
+        SizeOfImage of the mapping of its MZ header, and its RVA's bytes in the file are the name."""
+        m = self._mappings[i]
+        if m.offset != 0 or not m.path.lower().endswith((".dll", ".exe")):
+            return None
+        f = self._file(m.path)
+        if f is None:
+            return None
+        image = self._image((f.path, 0), m.path, f.read)
+        if image is None or address - m.start >= image.headers.OPTIONAL_HEADER.SizeOfImage:
+            return None
+        at = _file_offset(image.headers, address - m.start)
+        return image if at is not None and self._named_at(image, lambda n: f.read(at, n)) else None
 
     def _image_start(self, i: int, f: _File) -> int | None:
         """The file offset where the image holding mapping ``i`` starts: that of the nearest mapping of the

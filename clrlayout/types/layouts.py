@@ -238,7 +238,9 @@ class TypeLayouts:
         if struct_mt is None or depth >= MAX_NESTING:
             return FieldLayout(name, fd.offset, 0, fd.element_type, declared, declaring, fd.token, kind,
                                size_known=False, is_static=fd.is_static, show=show)
-        inner = self._layout(struct_mt, self.mts.get(struct_mt), depth + 1)
+        inner = self._layouts.get(struct_mt)
+        if inner is None:  # each struct worked out once (a struct of structs is not a tree to re-walk)
+            inner = self._layouts[struct_mt] = self._layout(struct_mt, self.mts.get(struct_mt), depth + 1)
         if inner.unboxed_size is None:
             return FieldLayout(name, fd.offset, 0, fd.element_type, declared, declaring, fd.token, kind,
                                struct_mt, size_known=False, is_static=fd.is_static, show=show)

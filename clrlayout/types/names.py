@@ -124,12 +124,21 @@ class TypeNames:
 
     def _assembly(self, address: int, depth: int, why: list) -> str | None:
         """The simple name of the assembly of the type at ``address`` (an array's is its element's)."""
+        if address & 2 and self.profile.type_desc and depth < MAX_DEPTH:  # its template's or its argument's
+            ptr = self.profile.pointer_size
+            data = self.space.try_read(address & ~3, ptr * 3)
+            if data is None:
+                return None
+            kind = int.from_bytes(data[:4], "little") & self.profile.type_desc["kind_mask"]
+            slot = "template_method_table" if kind in (0x14, 0x1D) else "argument"
+            inner = int.from_bytes(data[self.profile.type_desc[slot] * ptr :][:ptr], "little")
+            return self._assembly(inner, depth + 1, why) if inner else None
         raw = self._raw(address)
         if raw is None:
             return None
         if self._is_array(raw):
             element = raw.get("m_pPerInstInfo", 0)
-            return self._assembly(element, depth + 1, why) if depth < MAX_DEPTH and not element & 2 else None
+            return self._assembly(element, depth + 1, why) if depth < MAX_DEPTH else None
         image = self._image(self._module(raw, address), why)
         return image.metadata.assembly_name if image is not None else None
 
@@ -148,9 +157,11 @@ class TypeNames:
         cache = self._reflection if reflection else self._names
         if address in cache:
             return cache[address]
-        if depth > MAX_DEPTH or address & 2:  # a TypeDesc (pointer, byref, generic variable): not named here
-            why.append("type argument that is not a MethodTable")
+        if depth > MAX_DEPTH:
+            why.append("type nested too deep")
             return None
+        if address & 2:  # a TypeDesc: an array (before .NET 5) by its MethodTable, a pointer or by-ref by its type
+            return self._type_desc_name(address & ~3, depth, why, reflection)
         mt = self.mts.get(address)
         raw = self._raw(address)
         if mt is None or raw is None:
@@ -184,6 +195,24 @@ class TypeNames:
             elif args:
                 name += "[" + ",".join(f"[{a}]" for a in args) + "]"
         return name
+
+    def _type_desc_name(self, address: int, depth: int, why: list, reflection: bool) -> str | None:
+        spec = self.profile.type_desc
+        ptr = self.profile.pointer_size
+        data = self.space.try_read(address, ptr * 3) if spec else None
+        if data is None:
+            why.append("type argument that is not a MethodTable")
+            return None
+        kind = int.from_bytes(data[:4], "little") & spec["kind_mask"]
+        template = int.from_bytes(data[spec["template_method_table"] * ptr :][:ptr], "little")
+        arg = int.from_bytes(data[spec["argument"] * ptr :][:ptr], "little")
+        if kind in (0x14, 0x1D) and template:  # ARRAY, SZARRAY: the array's MethodTable names it
+            return self._name(template, depth + 1, why, reflection)
+        if kind in (0x0F, 0x10) and arg:  # PTR, BYREF
+            inner = self._name(arg, depth + 1, why, reflection)
+            return None if inner is None else inner + ("*" if kind == 0x0F else "&")
+        why.append("type argument that is not a MethodTable")
+        return None
 
     def _type_args(self, raw, depth: int, why: list, reflection: bool = False) -> list[str] | None:
         """``Name, Assembly`` of each type argument of an instantiation (``Name`` in reflection's style)."""

@@ -1,0 +1,91 @@
+"""Field layouts against what the runtime's reflection says: the types target (sample_dumps/targets/types)
+allocates BCL types, classes and structs of its own (padding, embedded structs, explicit layout,
+inheritance, generics, enums, every primitive, every kind of array) and classes made with
+Reflection.Emit, and writes each object's address, MethodTable, ``Type.ToString()`` and every instance
+field's declaring type, declared type, token and value (``FieldInfo.GetValue``).  A core of it is made on
+3.1.23, 8.0.4 and 10.0.0; every object's layout from the dump must say the same."""
+
+from __future__ import annotations
+
+import struct
+
+import clrlayout
+from clrlayout.objects.instances import instance_layout
+
+DYNAMIC = "Emitted."  # the types the target makes with Reflection.Emit: no image to name them from
+
+
+def _expected(fields, path=()):
+    """(token path, truth field, value) of every field, a struct's fields under the struct's token."""
+    for f in fields:
+        p = path + (f["token"],)
+        if isinstance(f["value"], dict):
+            yield from _expected(f["value"]["fields"], p)
+        else:
+            yield p, f, f["value"]
+
+
+def _same(ours: str | None, want, size: int) -> bool:
+    if want is None:
+        return ours == "null"
+    if ours is None:
+        return False
+    if want.startswith("0x"):  # a reference or a pointer: the address, then what is there
+        return ours.split(" ")[0] == want
+    if want.startswith("U+"):
+        return ours.endswith(f"(U+{want[2:]})") or ours == want
+    if want.startswith("bits:"):  # floats: the exact bits
+        return struct.pack("<f" if size == 4 else "<d", float(ours)) == int(want[5:], 16).to_bytes(size, "little")
+    return ours == want
+
+
+def _layout_of(s, address: int, method_table: int):
+    mt = s.mts.get(method_table)
+    ptr, h = s.profile.pointer_size, s.profile.object.header_size
+    count = s.dump.memory.read_u32(address + ptr) if mt.component_size else 0
+    size = mt.object_size(count)
+    aligned = max(s.profile.align(size), s.profile.object.min_object_size)
+    element = s.array_element(method_table) if mt.component_size else None
+    return instance_layout(s.profile, s.type_layout(method_table), address, s.dump.memory.read(address - h, aligned),
+                           size, aligned, count, element, s.referent, max_elements=16)
+
+
+def test_every_field_equals_reflection(types_core):
+    truth = types_core.truth
+    checked = values = 0
+    with clrlayout.open(types_core.path) as s:
+        s.method_tables_named("System.String")  # learn the heap's types
+        for o in truth["objects"]:
+            address, method_table = int(o["address"], 16), int(o["method_table"], 16)
+            word = s.dump.memory.read_pointer(address) & ~s.profile.object.method_table_unmask
+            assert word == method_table, f"{o['type']} moved before the dump"
+            dynamic = o["type"].startswith(DYNAMIC)
+            # names as reflection prints them; a type without an image has none, never a wrong one
+            assert s.names.reflection_name(method_table) == (None if dynamic else o["type"])
+            layout = s.type_layout(method_table)
+            assert layout.complete, (o["type"], layout.problems)
+            rows = {r.path: r for r in _layout_of(s, address, method_table).rows if r.path}
+            if "elements" in o:
+                assert rows, o["type"]
+                for i, v in enumerate(o["elements"]):
+                    nested = _expected(v["fields"], (f"[{i}]",)) if isinstance(v, dict) else [((f"[{i}]",), None, v)]
+                    for path, _, want in nested:
+                        r = rows[path]
+                        assert _same(r.value, want, r.size), (o["type"], path, want, r.value)
+                        values += 1
+                checked += 1
+                continue
+            fields = {(f.token, f.inherited): f for f in layout.fields}
+            for path, f, want in _expected(o["fields"]):
+                if len(path) > 1 and dynamic and path[:1] in rows and rows[path[:1]].role == "struct" \
+                        and path not in rows:
+                    continue  # a struct field of an emitted type: no signature to find its MethodTable from
+                r = rows[path]
+                if want != "?":
+                    assert _same(r.value, want, r.size), (o["type"], f["name"], want, r.value)
+                    values += 1
+                if len(path) == 1 and not dynamic:
+                    ours = fields[(f["token"], f["declaring_type"] != o["type"])]
+                    assert (ours.name, ours.type, ours.declaring_type) == (f["name"], f["type"], f["declaring_type"])
+            checked += 1
+    assert checked == len(truth["objects"]) and values > 150
