@@ -371,16 +371,31 @@ def _csv_field(value: str) -> str:
     return buf.getvalue()
 
 
-def _print_object_layout(a, obj, heap_name: str, fmt: str, full: bool) -> None:
+def _object_layout(a, obj, full: bool):
+    """The rows and bytes of one object of any type (strings included)."""
     from .objects.instances import instance_layout
+
+    h = a.profile.object.header_size
+    data = a.dump.memory.read(obj.address - h, obj.aligned_size)
+    if obj.method_table == a.mts.string_mt:  # a string: its own rows (length, characters, terminator)
+        from .findings import Findings
+        from .objects.layout import string_layout
+        from .objects.strings import read_strings
+
+        s = read_strings(a.dump.memory, a.profile, [obj.address], obj.segment.large, Findings(0))
+        if s:
+            return string_layout(a.profile, s[0].length, s[0], data, obj.segment.large,
+                                 max_value_chars=None if full else 60)
+    element = a.array_element(obj.method_table) if obj.type.component_size else None
+    return instance_layout(a.profile, a.type_layout(obj.method_table), obj.address, data, obj.size, obj.aligned_size,
+                           obj.count, element, a.referent, obj.segment.large, max_elements=None if full else 16)
+
+
+def _print_object_layout(a, obj, heap_name: str, fmt: str, full: bool, lay=None) -> None:
     from .present import hexview, jsonout, text
 
     lay_type = a.type_layout(obj.method_table)
-    h = a.profile.object.header_size
-    data = a.dump.memory.read(obj.address - h, obj.aligned_size)
-    element = a.array_element(obj.method_table) if obj.type.component_size else None
-    lay = instance_layout(a.profile, lay_type, obj.address, data, obj.size, obj.aligned_size, obj.count, element,
-                          a.referent, obj.segment.large, max_elements=None if full else 16)
+    lay = lay or _object_layout(a, obj, full)
     if fmt == "jsonl":
         out(jsonout.dumps({**jsonout.object_record(obj, heap_name), "layout": jsonout.layout_record(lay),
                            **({"problems": list(lay_type.problems)} if lay_type.problems else {})}))
@@ -455,6 +470,60 @@ def _print_layout(a, s, fmt: str = "table", full: bool = False) -> None:
     for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
         out(line)
     out()
+
+
+# --- object -----------------------------------------------------------------------------------------
+
+
+@cli.command("object")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("address", type=ADDRESS)
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
+@click.option("--full", is_flag=True, help="Whole values and the whole hex dump.")
+@assemblies_option
+@quiet_option
+@heap_option
+@profile_option
+def object_(file, address, fmt, full, assemblies, quiet, heap, profile):
+    """The object that holds ADDRESS (any address inside it, header included): its type, where it starts,
+    the field ADDRESS falls in, and its layout (like dump --layout)."""
+    from .present import jsonout
+
+    with _open(file, None, profile, heap, assemblies) as a:
+        if a.profile.method_table is None:
+            raise UnsupportedType("object: Mono objects are not walked (no exact heap walk)")
+        obj = a.object_at(address)
+        if obj is None:
+            raise TypeNotFound(f"object {address:#x}: no object of the GC heap holds this address"
+                               + ("" if a.heap.segment_at(address) else " (it is outside every heap segment)"))
+        _preamble(a, quiet)
+        offset = address - obj.address
+        heap_name = obj.segment.generation(obj.address)
+        if obj.is_free:
+            where = "free space between objects"
+            lay = None
+        else:
+            lay = _object_layout(a, obj, full)
+            held = [r for r in lay.rows if r.offset <= offset < r.end]  # a struct, then its field
+            where = "".join(r.description.strip() for r in held) if held else "past its fields"
+        if fmt == "jsonl":
+            from .present.jsonout import layout_record
+
+            record = {"address": f"{address:#x}", "offset": offset, "in": where,
+                      "object": jsonout.object_record(obj, heap_name) | {"type": obj.type_name or (
+                          "Free" if obj.is_free else None)}}
+            if lay is not None:
+                record["layout"] = layout_record(lay)
+            out(jsonout.dumps(record))
+        else:
+            name = "Free" if obj.is_free else obj.type_name or f"<unknown type, MT {obj.method_table:#x}>"
+            sign = "+" if offset >= 0 else "-"
+            out(f"{address:#x} is at {sign}{abs(offset):#x} in {name} at {obj.address:#x} "
+                f"(MethodTable {obj.method_table:#x}, size {obj.size}, {heap_name}): {where}")
+            if lay is not None:
+                out()
+                _print_object_layout(a, obj, heap_name, "table", full, lay)
+        _report(a, quiet)
 
 
 # --- type -------------------------------------------------------------------------------------------

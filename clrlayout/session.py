@@ -382,6 +382,34 @@ class Session:
                 yield HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]),
                                  count, t, win.segment, self.type_name(mt))
 
+    def object_at(self, address: int) -> HeapObject | None:
+        """The object (free space included) whose bytes, header to padding, hold ``address`` (None: no object of
+        the exactly walked heap does).  Walks only the segment that holds it, from its start."""
+        from .heap.fastwalk import FastWalker, HeapSteps
+
+        if not self.heap.exact:
+            raise HeapNotFound(f"{self.dump.path}: an object is found by the exact heap walk, which this dump "
+                               "does not allow: " + "; ".join(self.heap.warnings[-1:]))
+        self.string_method_table()
+        h = self.profile.object.header_size
+        seg = self.heap.segment_at(address + h) or self.heap.segment_at(address)
+        if seg is None:
+            return None
+        for win in HeapSteps(FastWalker(self.dump.memory, self.mts, self.findings), [seg]).windows():
+            starts = win.offsets + (win.base - h)  # the first byte of each object (its header)
+            i = int(np.searchsorted(starts, address, side="right")) - 1
+            if i < 0:
+                continue
+            if address < int(starts[i]) + int(win.aligned[i]):
+                mt = int(win.method_tables[i])
+                t = self.mts.get(mt)
+                count = int(win.counts[i])
+                return HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]),
+                                  count, t, seg, self.type_name(mt))
+            if int(starts[-1]) + int(win.aligned[-1]) > address:
+                return None
+        return None
+
     def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
         """Every System.String of the heap, in address order within each segment (values only with
         ``decode``)."""

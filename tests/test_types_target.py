@@ -89,3 +89,51 @@ def test_every_field_equals_reflection(types_core):
                     assert (ours.name, ours.type, ours.declaring_type) == (f["name"], f["type"], f["declaring_type"])
             checked += 1
     assert checked == len(truth["objects"]) and values > 150
+
+
+def test_object_at_any_address_inside_it(types_core):
+    """object_at (the `object` command): every address of an object, header to padding, names that object."""
+    with clrlayout.open(types_core.path) as s:
+        h = s.profile.object.header_size
+        for o in types_core.truth["objects"]:
+            address = int(o["address"], 16)
+            first = s.object_at(address)
+            assert first is not None and first.address == address, o["type"]
+            for probe in (address - h, address + first.aligned_size - h - 1):
+                assert s.object_at(probe).address == address, (o["type"], hex(probe))
+            after = s.object_at(address + first.aligned_size - h)
+            assert after is None or after.address == address + first.aligned_size
+
+
+def test_type_dump_and_object_commands(types_core, capsys):
+    """type, dump --type and object on the target's own class: the fields reflection lists, in offset order
+    without overlap inside BaseSize; the object listed where the target put it; an interior address found."""
+    import json
+
+    from clrlayout.cli import main
+
+    truth = {o["type"]: o for o in types_core.truth["objects"]}
+    padded = truth["Derived"]
+    assert main(["type", str(types_core.path), "Derived", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    t = json.loads(out)
+    assert t["method_table"] == padded["method_table"] and t["parents"][:2] == ["Padded", "System.Object"]
+    assert {(f["name"], f["type"], f["declaring_type"]) for f in t["fields"]} == \
+        {(f["name"], f["type"], f["declaring_type"]) for f in padded["fields"]}
+    ptr = types_core.truth["pointer_size"]
+    end = ptr
+    for f in t["fields"]:
+        assert f["offset"] >= end
+        end = f["offset"] + f["size"]
+    assert end <= t["base_size"] - (8 if ptr == 8 else 4)
+    assert main(["dump", str(types_core.path), "--type", "Derived", "--format", "jsonl"]) == 0
+    out, _ = capsys.readouterr()
+    listed = [json.loads(line) for line in out.splitlines()]
+    assert [r["address"] for r in listed] == [padded["address"]] and listed[0]["type"] == "Derived"
+    long_field = next(f for f in t["fields"] if f["name"] == "L")
+    inside = int(padded["address"], 16) + long_field["offset"] + 3
+    assert main(["object", str(types_core.path), hex(inside), "--format", "jsonl"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["object"]["address"] == padded["address"] and got["in"] == "L (from Padded)"
+    assert got["offset"] == long_field["offset"] + 3

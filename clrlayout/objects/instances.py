@@ -91,7 +91,6 @@ def _field_rows(profile, fields, rows, start, data, at, counter, prefix, value_t
     for f in fields:
         if pos is not None and f.offset > pos:
             rows.append(LayoutRow(start + pos, f.offset - pos, "", f"{prefix}(alignment/padding gap)", "gap"))
-        counter[0] += 1
         desc = f"{prefix}{f.name}" + (f" (from {f.declaring_type})" if f.inherited and not prefix else "")
         raw = data[at + start + f.offset - 0:][: f.size] if data is not None and at is not None else None
         if f.kind == "struct":
@@ -103,6 +102,7 @@ def _field_rows(profile, fields, rows, start, data, at, counter, prefix, value_t
                 _field_rows(profile, f.fields, rows, start + f.offset, data, at, counter, prefix + "  .", True,
                             referent, f.size, path + (f.token,))
         else:
+            counter[0] += 1
             rows.append(LayoutRow(start + f.offset, f.size, f.type, desc, "field",
                                   show_value(f.show, raw, profile.pointer_size, referent), _mark(counter[0]),
                                   path + (f.token,)))
