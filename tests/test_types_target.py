@@ -137,3 +137,48 @@ def test_type_dump_and_object_commands(types_core, capsys):
     got = json.loads(capsys.readouterr().out)
     assert got["object"]["address"] == padded["address"] and got["in"] == "L (from Padded)"
     assert got["offset"] == long_field["offset"] + 3
+
+
+def test_damaged_type_structures(types_core, tmp_path, capsys):
+    """EEClasses, FieldDescs and MethodTables of the target's types overwritten with random bytes: type, dump
+    --type --layout, object and stats still end with exit 0 or a documented error, one line each, never a
+    traceback or a hang."""
+    import random
+    import shutil
+
+    from test_robustness import ALLOWED, hang_guard
+
+    from clrlayout.cli import main
+
+    targets = []
+    with clrlayout.open(types_core.path) as s:
+        s.method_tables_named("System.String")
+        for o in types_core.truth["objects"]:
+            mt = int(o["method_table"], 16)
+            c = s.layouts.class_data(mt)
+            spots = [mt, mt + 8, mt + 0x28]
+            if c.data is not None:
+                spots += [c.data.address + k for k in range(0, 0x40, 4)] + [c.data.field_desc_list + 4 * k for k in range(8)]
+            for a in spots:
+                r = s.dump.memory.region_at(a)
+                if r is not None:
+                    targets.append(r.offset + (a - r.start))
+    assert len(targets) > 100
+    inside = hex(int(types_core.truth["objects"][10]["address"], 16) + 9)
+    for seed in range(6):
+        rng = random.Random(seed)
+        path = tmp_path / f"damaged-{seed}.core"
+        shutil.copy(types_core.path, path)
+        with open(path, "r+b") as f:
+            for at in rng.sample(targets, 40):
+                f.seek(at)
+                f.write(bytes([rng.randrange(256) for _ in range(4)]))
+        for args in (["type", str(path), "WithStructs"], ["type", str(path), "Derived", "--format", "json"],
+                     ["dump", str(path), "--type", "Padded", "--layout"], ["object", str(path), inside],
+                     ["dump", str(path), "--type", "System.Int32[,]", "--layout", "--format", "jsonl"],
+                     ["stats", str(path)]):
+            with hang_guard():
+                code = main(args + ["-q"])
+            _, err = capsys.readouterr()
+            assert code in ALLOWED and "Traceback" not in err, (seed, args[0], code, err)
+            assert all(line.startswith("clrlayout: ") for line in err.splitlines()), err

@@ -212,7 +212,7 @@ def iter_string_addresses(dump: Dump, mts: MethodTables, string_mt: int, finding
             o = addr + head + int(i) * ptr
             if o - p.object.header_size < lo or _inside(spans, span_starts, o):
                 continue
-            successor = _check_candidate(space, mts, o, hi, unmask)
+            successor = _check_candidate(space, mts, o, hi, unmask, space.mapped_end(o))
             if successor is not None:
                 candidates.append((o, lo, successor))
     # pass 2: a real object starts its memory run, follows a zeroed gap, or starts where a known object ends
@@ -337,10 +337,14 @@ def _object_ends(dump: Dump, mts: MethodTables, wanted: set, bounds: list | None
     return found
 
 
-def _check_candidate(space, mts: MethodTables, o: int, region_end: int, unmask: int) -> str | None:
+def _check_candidate(space, mts: MethodTables, o: int, region_end: int, unmask: int,
+                     memory_end: int | None = None) -> str | None:
     """What follows a whole, terminated string candidate at its aligned end: "object" (a valid MethodTable,
-    or in a partial dump one that is not in the dump), "zero" (a zeroed gap), "end" (the end of the memory
-    the dump holds); None when the candidate is not a plausible string."""
+    or in a partial dump one that is not in the dump), "zero" (a zeroed gap), "end" (the end of the range
+    scanned); None when the candidate is not a plausible string.  ``memory_end``: how far the memory the
+    candidate may take goes (the last object of a heap segment can start before the GC's recorded end and
+    end after it, when the dump was taken in the middle of an allocation; default ``region_end``)."""
+    memory_end = region_end if memory_end is None else max(region_end, memory_end)
     p = mts.profile
     ptr = p.pointer_size
     length = space.try_read_u32(o + p.string.length_offset)
@@ -349,7 +353,7 @@ def _check_candidate(space, mts: MethodTables, o: int, region_end: int, unmask: 
     for large in (False, True):
         start = o - p.object.header_size
         size = p.string_aligned_size(length, large)
-        if start + size > region_end:
+        if start + size > memory_end:
             continue
         term = space.try_read(o + p.string.chars_offset + 2 * length, 2)
         if term != b"\0\0":

@@ -19,6 +19,8 @@ from .names import TypeNames
 
 #: how deep embedded structs are expanded
 MAX_NESTING = 8
+#: parents followed up a class's chain (real chains are a dozen deep; a bound on what a dump controls)
+MAX_PARENTS = 64
 
 
 @dataclass(frozen=True)
@@ -115,11 +117,14 @@ class TypeLayouts:
             return None
         return canon, craw.m_pEEClass
 
-    def class_data(self, address: int) -> _Class:
+    def class_data(self, address: int, depth: int = 0) -> _Class:
         """The EEClass and own FieldDescs of the class of the type at ``address``."""
         if address in self._classes:
             return self._classes[address]
         c = _Class()
+        if depth > MAX_PARENTS:
+            c.problem = "parent chain too long"
+            return c
         self._classes[address] = c
         if isinstance(self.spec, str):
             c.problem = self.spec
@@ -136,7 +141,7 @@ class TypeLayouts:
         mt = self.mts.get(address)
         inherited = 0
         if mt is not None and mt.parent:
-            parent = self.class_data(mt.parent)
+            parent = self.class_data(mt.parent, depth + 1)
             if parent.data is None:
                 c.problem = f"parent {mt.parent:#x}: {parent.problem}"
                 return c
@@ -168,7 +173,7 @@ class TypeLayouts:
         problems: list[str] = []
         chain = []
         at = address
-        while at and len(chain) < 64:
+        while at and len(chain) <= MAX_PARENTS:
             chain.append(at)
             m = self.mts.get(at)
             at = m.parent if m is not None else 0
