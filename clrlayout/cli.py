@@ -323,20 +323,17 @@ def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict,
         if not a.heap.exact:
             raise HeapNotFound(f"{file}: --type {type_name} needs the exact heap walk (a scan finds strings "
                                "only): " + "; ".join(a.heap.warnings[-1:]))
-        mts = a.method_tables_named(type_name)
-        if not mts:
-            similar = a.type_names_containing(type_name)
-            raise TypeNotFound(f"--type {type_name}: no type of that name on the heap"
-                               + (f" (names that contain it: {'; '.join(similar)})" if similar else
-                                  " (stats lists the heap's types)"))
         _preamble(a, quiet)
         ptr = a.profile.pointer_size
-        if fmt == "table" and not layout:
-            out(text.objects_header(ptr))
-        if fmt == "csv":
-            out("address,method_table,size,aligned_size,length,heap,type")
         count = size = aligned = 0
-        for obj in a.objects_of(mts):
+        found = False
+        for obj in a.objects_named(type_name):
+            if not found:  # the header once the type is known to be there
+                found = True
+                if fmt == "table" and not layout:
+                    out(text.objects_header(ptr))
+                if fmt == "csv":
+                    out("address,method_table,size,aligned_size,length,heap,type")
             heap_name = obj.segment.generation(obj.address)
             if (min_size is not None and obj.size < min_size) or (max_size is not None and obj.size > max_size) \
                     or (generations and HEAP_CODES[heap_name] not in generations) \
@@ -357,6 +354,11 @@ def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict,
                 out(",".join([f"{obj.address:#x}", f"{obj.method_table:#x}", str(obj.size), str(obj.aligned_size),
                               str(obj.count) if obj.type.component_size else "", heap_name,
                               _csv_field(jsonout.csv_value(obj.type_name or ""))]))
+        if not found:
+            similar = a.type_names_containing(type_name)
+            raise TypeNotFound(f"--type {type_name}: no type of that name on the heap"
+                               + (f" (names that contain it: {'; '.join(similar)})" if similar else
+                                  " (stats lists the heap's types)"))
         if fmt == "table":
             out(text.total_line(count, size, aligned, noun=("object", "objects")))
         _report(a, quiet, strict)

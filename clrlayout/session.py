@@ -314,7 +314,7 @@ class Session:
         (fields: a value type's own, offsets from the start of the element)."""
         from dataclasses import replace
 
-        from .objects.instances import _PRIMITIVES
+        from .objects.instances import PRIMITIVES
 
         raw = self.mts.read_raw(method_table)
         mt = self.mts.get(method_table)
@@ -322,8 +322,8 @@ class Session:
         emt = self.mts.get(element) if element and not element & 2 else None
         name = self.names.reflection_name(element) if emt is not None else None
         size = mt.component_size if mt is not None else 0
-        if name in _PRIMITIVES:
-            return name, _PRIMITIVES[name][1], size, ()
+        if name in PRIMITIVES:
+            return name, PRIMITIVES[name][1], size, ()
         lay = self.type_layout(element) if emt is not None else None
         if lay is not None and lay.value_type:
             ptr = self.profile.pointer_size
@@ -367,20 +367,28 @@ class Session:
                 yield HeapObject(win.base + off, mt, t.object_size(count), aligned, count, t, win.segment,
                                  names[mt])
 
-    def objects_of(self, method_tables, progress=None) -> Iterator[HeapObject]:
-        """The objects whose MethodTable is one of ``method_tables``, in heap order (exact walk only)."""
+    def objects_named(self, name: str, progress=None) -> Iterator[HeapObject]:
+        """The objects of the types named ``name`` (as the DAC or as reflection prints it), in heap order, in
+        one walk: each window's MethodTables are named once, as they are met (exact walk only)."""
         if not self.heap.exact:
             raise HeapNotFound(f"{self.dump.path}: objects cannot be listed without an exact heap walk ("
                                + "; ".join(self.heap.warnings[-1:]) + ")")
-        wanted = np.array(sorted(method_tables), dtype=np.uint64)
+        match: dict[int, bool] = {}
         for win in self.heap_steps(progress).windows():
-            hit = np.flatnonzero(np.isin(win.method_tables, wanted))
-            for i in hit.tolist():
+            kinds = np.unique(win.method_tables)
+            for mt in kinds.tolist():
+                if mt not in match:
+                    match[mt] = name in (self.type_name(mt), self.names.reflection_name(mt))
+            wanted = kinds[[match[mt] for mt in kinds.tolist()]]
+            if not len(wanted):
+                continue
+            for i in np.flatnonzero(np.isin(win.method_tables, wanted)).tolist():
                 mt = int(win.method_tables[i])
                 t = self.mts.get(mt)
                 count = int(win.counts[i])
                 yield HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]),
                                  count, t, win.segment, self.type_name(mt))
+        self._walked_types = True
 
     def object_at(self, address: int) -> HeapObject | None:
         """The object (free space included) whose bytes, header to padding, hold ``address`` (None: no object of

@@ -22,7 +22,7 @@ ARRAY_ROWS = 16
 #: characters of a referenced string shown in a reference's value
 REFERENCED_CHARS = 40
 
-_PRIMITIVES = {  # element type name -> (struct format, show)
+PRIMITIVES = {  # element type name -> (struct format, show)
     "System.Boolean": ("B", "bool"), "System.Char": ("H", "char"), "System.SByte": ("b", "int"),
     "System.Byte": ("B", "uint"), "System.Int16": ("h", "int"), "System.UInt16": ("H", "uint"),
     "System.Int32": ("i", "int"), "System.UInt32": ("I", "uint"), "System.Int64": ("q", "int"),
@@ -80,27 +80,26 @@ def _mark(n: int) -> str:
 def type_rows(profile: Profile, layout: TypeLayout, base: int = 0) -> list[LayoutRow]:
     """The rows of a type's fields and the gaps between them, from ``base`` (0: the object pointer)."""
     rows: list[LayoutRow] = []
-    _field_rows(profile, layout.fields, rows, base, None, None, [0], "", layout.value_type)
+    _field_rows(profile, layout.fields, rows, base, None, None, [0], "")
     return rows
 
 
-def _field_rows(profile, fields, rows, start, data, at, counter, prefix, value_type, referent=None, end=None,
-                path=()):
+def _field_rows(profile, fields, rows, start, data, at, counter, prefix, referent=None, end=None, path=()):
     """Rows for ``fields`` (offsets from ``start``) with gaps; values from ``data`` read at ``at``."""
     pos = None
     for f in fields:
         if pos is not None and f.offset > pos:
             rows.append(LayoutRow(start + pos, f.offset - pos, "", f"{prefix}(alignment/padding gap)", "gap"))
         desc = f"{prefix}{f.name}" + (f" (from {f.declaring_type})" if f.inherited and not prefix else "")
-        raw = data[at + start + f.offset - 0:][: f.size] if data is not None and at is not None else None
+        raw = data[at + start + f.offset :][: f.size] if data is not None and at is not None else None
         if f.kind == "struct":
             note = "" if f.size_known else " (size: room to the next field; struct not in the dump's types)"
             rows.append(LayoutRow(start + f.offset, f.size, f.type, desc + note, "struct",
                                   None if raw is None or f.fields else (raw.hex(" ") if raw else None),
                                   path=path + (f.token,)))
             if f.fields:
-                _field_rows(profile, f.fields, rows, start + f.offset, data, at, counter, prefix + "  .", True,
-                            referent, f.size, path + (f.token,))
+                _field_rows(profile, f.fields, rows, start + f.offset, data, at, counter, prefix + "  .", referent,
+                            f.size, path + (f.token,))
         else:
             counter[0] += 1
             rows.append(LayoutRow(start + f.offset, f.size, f.type, desc, "field",
@@ -145,7 +144,7 @@ def instance_layout(profile: Profile, layout: TypeLayout, address: int | None = 
     if layout.component_size:  # an array: length, bounds, elements
         end = _array_rows(p, layout, rows, data, count, element, referent, max_elements)
     else:
-        _field_rows(p, layout.fields, rows, 0, data, h if data is not None else None, [0], "", False, referent)
+        _field_rows(p, layout.fields, rows, 0, data, h if data is not None else None, [0], "", referent)
         end = max([ptr] + [r.end for r in rows if r.role in ("field", "struct")])
     if aligned - h > end:
         rows.append(LayoutRow(end, aligned - h - end, "", "(object alignment gap)", "alignment",
@@ -184,8 +183,8 @@ def _array_rows(p: Profile, layout: TypeLayout, rows: list, data: bytes, count: 
         raw = data[h + at : h + at + esize] if data is not None else None
         if show == "struct" and inner:  # a value type's elements: each with its own fields
             rows.append(LayoutRow(at, esize, name, f"[{i}]", "struct", path=(f"[{i}]",)))
-            _field_rows(p, inner, rows, at, data, h if data is not None else None, counter, "  .", True, referent,
-                        esize, (f"[{i}]",))
+            _field_rows(p, inner, rows, at, data, h if data is not None else None, counter, "  .", referent, esize,
+                        (f"[{i}]",))
             continue
         counter[0] += 1
         value = None if raw is None else show_value(show, raw, ptr, referent) if show != "struct" else raw.hex(" ")
