@@ -1,0 +1,86 @@
+"""``clrlayout memory``: where the memory went, as ``!address -summary`` and ``!eeheap -gc`` print it."""
+
+from __future__ import annotations
+
+from ..analyses.memory import KINDS, MemoryMap
+from ..heap.segments import HEAPS
+from .text import hexaddr, table
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.2f}%" if whole else "-"
+
+
+def record(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> dict:
+    """The JSON of ``memory`` (README: JSON of memory)."""
+    kinds = mm.kinds()
+    out = {"total_bytes": mm.total_bytes,
+           "kinds": [{"kind": k, "bytes": kinds[k][1], "ranges": kinds[k][0]} for k in KINDS]}
+    if mm.gc is not None:
+        heaps = []
+        keys = sorted(set(mm.gc.objects) | set(mm.gc.free), key=lambda k: (k[0], HEAPS.index(k[1])))
+        for heap, gen in keys:
+            objects = mm.gc.objects.get((heap, gen), [0, 0])
+            free = mm.gc.free.get((heap, gen), [0, 0])
+            heaps.append({"heap": heap, "generation": gen, "objects": objects[0], "object_bytes": objects[1],
+                          "free_objects": free[0], "free_bytes": free[1]})
+        segments = [{"heap": heap, "kind": kind, "segments": v[0], "allocated_bytes": v[1], "committed_bytes": v[2],
+                     "reserved_bytes": v[3]} for (heap, kind), v in sorted(mm.gc.segments.items())]
+        out["gc"] = {
+            "heaps": heaps, "segments": segments,
+            "object_bytes": sum(v[1] for v in mm.gc.objects.values()),
+            "free_bytes": sum(v[1] for v in mm.gc.free.values()),
+            "allocated_bytes": sum(v[1] for v in mm.gc.segments.values()),
+            "committed_bytes": sum(v[2] for v in mm.gc.segments.values()),
+        }
+    else:
+        out["gc"] = None
+    if mm.address_space:
+        out["address_space"] = [{"what": w, "value": v, "ranges": n, "bytes": b}
+                                for (w, v), (n, b) in sorted(mm.address_space.items())]
+    if with_ranges:
+        out["regions"] = [{"start": f"{p.start:#x}", "size": p.size, "kind": p.kind, "owner": p.owner}
+                          for p in mm.pieces]
+    return out
+
+
+def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> list[str]:
+    from .jsonout import dumps
+
+    if fmt == "json":
+        return [dumps(record(mm, with_ranges, pointer_size))]
+    kinds = mm.kinds()
+    total = mm.total_bytes
+    lines = ["Memory the dump holds, by what it is:"]
+    rows = [[k, n, f"{b:,}", _pct(b, total)] for k, (n, b) in kinds.items() if n]
+    rows.append(["total", sum(n for n, _ in kinds.values()), f"{total:,}", _pct(total, total)])
+    lines += table(["Usage", "Ranges", "Bytes", "% of dump"], rows, "lrrr", indent="  ")
+    if mm.address_space:
+        space = sum(b for (w, _), (_, b) in mm.address_space.items() if w == "state")
+        for what, title in (("state", "State"), ("type", "Type"), ("protect", "Protect")):
+            items = sorted(((v, n, b) for (w, v), (n, b) in mm.address_space.items() if w == what),
+                           key=lambda x: -x[2])
+            if items:
+                lines += ["", f"Address space by {title.lower()} (the dump's memory-info list):"]
+                lines += table([title, "Ranges", "Bytes", "% of address space"],
+                               [[v, n, f"{b:,}", _pct(b, space)] for v, n, b in items], "lrrr", indent="  ")
+    if mm.gc is not None:
+        lines += ["", "GC heap (object and free-object bytes, aligned, from the heap walk):"]
+        keys = sorted(set(mm.gc.objects) | set(mm.gc.free), key=lambda k: (k[0], HEAPS.index(k[1])))
+        rows = []
+        for heap, gen in keys:
+            o = mm.gc.objects.get((heap, gen), [0, 0])
+            f = mm.gc.free.get((heap, gen), [0, 0])
+            rows.append([heap, gen, f"{o[0]:,}", f"{o[1]:,}", f"{f[0]:,}", f"{f[1]:,}", _pct(f[1], o[1] + f[1])])
+        lines += table(["Heap", "Gen", "Objects", "Object bytes", "Free", "Free bytes", "Fragmentation"], rows,
+                       "rlrrrrr", indent="  ")
+        lines += ["", "GC segments:"]
+        lines += table(["Heap", "Kind", "Segments", "Allocated", "Committed", "Reserved"],
+                       [[h, k, v[0], f"{v[1]:,}", f"{v[2]:,}", f"{v[3]:,}"]
+                        for (h, k), v in sorted(mm.gc.segments.items())], "rlrrrr", indent="  ")
+    if with_ranges:
+        lines += ["", "Ranges:"]
+        lines += table(["Start", "Size", "Kind", "Owner"],
+                       [[hexaddr(p.start, pointer_size), f"{p.size:,}", p.kind, p.owner] for p in mm.pieces],
+                       "lrll", indent="  ")
+    return lines

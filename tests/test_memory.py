@@ -1,0 +1,96 @@
+"""clrlayout memory: every byte of the dump's memory has one kind, the kinds add up to the dump's memory, the
+GC figures equal the heap walk's (and the DAC's on fresh cores), and thread stacks are where the thread
+list says."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import clrlayout
+from clrlayout.cli import main
+
+
+def _memory(capsys, path, *extra) -> dict:
+    assert main(["memory", str(path), "--format", "json", "--ranges", *extra]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # a clean dump: no warning
+    return json.loads(out)
+
+
+def test_kinds_add_up_to_the_dump(sample, capsys):
+    m = _memory(capsys, sample.path)
+    assert main(["info", str(sample.path), "--format", "json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert m["total_bytes"] == info["memory"]["bytes"] == sum(k["bytes"] for k in m["kinds"])
+    assert sum(r["size"] for r in m["regions"]) == m["total_bytes"]
+    assert sum(k["ranges"] for k in m["kinds"]) == len(m["regions"])
+    # ranges do not overlap, and each lies in memory the dump holds
+    with clrlayout.open(sample.path) as s:
+        space = s.dump.memory
+        last = 0
+        for r in m["regions"]:
+            start = int(r["start"], 16)
+            assert start >= last and space.is_mapped(start, r["size"])
+            last = start + r["size"]
+        # every thread's stack that the dump holds is counted as that thread's stack
+        stacks = {r["owner"] for r in m["regions"] if r["kind"] == "stack"}
+        for t in s.dump.threads:
+            if t.stack_start is not None and t.stack_end and space.is_mapped(t.stack_start, 1):
+                assert f"thread {t.id}" in stacks
+
+
+def test_gc_figures_equal_the_walk(sample, capsys):
+    """Object and free bytes per heap equal what stats (the same walk, by type) counts, Free included."""
+    m = _memory(capsys, sample.path)
+    assert main(["stats", str(sample.path), "--format", "json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    free = sum(t["total_aligned_size"] for t in stats["types"] if t["name"] == "Free")
+    gc = m["gc"]
+    assert gc["free_bytes"] == free
+    assert gc["object_bytes"] + gc["free_bytes"] == stats["total_aligned_size"]
+    assert sum(h["objects"] + h["free_objects"] for h in gc["heaps"]) == stats["count"]
+    assert gc["allocated_bytes"] <= gc["committed_bytes"]
+    heap_ranges = sum(r["size"] for r in m["regions"] if r["kind"] == "gc-heap")
+    assert heap_ranges >= gc["object_bytes"] + gc["free_bytes"] - 8 * len(gc["segments"])
+
+
+def test_gc_figures_equal_the_dacs(fresh_core, capsys):
+    """Per heap, the count of objects and of free objects equals the DAC's walk of the same core."""
+    listing = fresh_core.dac_listing("--names", "--fields")
+    free_mt = listing["free_method_table"]
+    dac = Counter("free" if mt == free_mt else "object" for _, mt, _, _ in listing["objects"])
+    m = _memory(capsys, fresh_core.path)
+    ours = Counter()
+    for h in m["gc"]["heaps"]:
+        ours["object"] += h["objects"]
+        ours["free"] += h["free_objects"]
+    assert ours == dac and dac["object"] > 1000
+    assert sum(k["bytes"] for k in m["kinds"]) == m["total_bytes"]
+
+
+def test_first_claim_wins_and_pieces_tile_the_runs():
+    from clrlayout.analyses.memory import paint
+
+    runs = [(0x1000, 0x5000), (0x8000, 0x9000)]
+    claims = [(0x0, 0x2000, 2, "image", "a.dll"), (0x1800, 0x3000, 0, "gc-heap", "heap 0 gen2"),
+              (0x2800, 0x8800, 1, "stack", "thread 7")]
+    got = [(p.start, p.end, p.kind, p.owner) for p in paint(runs, claims)]
+    assert got == [(0x1000, 0x1800, "image", "a.dll"), (0x1800, 0x3000, "gc-heap", "heap 0 gen2"),
+                   (0x3000, 0x5000, "stack", "thread 7"), (0x8000, 0x8800, "stack", "thread 7"),
+                   (0x8800, 0x9000, "native", "")]
+
+
+def test_address_space_summary_of_a_memory_info_list():
+    from clrlayout.analyses.memory import address_space
+    from clrlayout.dump.model import MemoryInfo
+
+    infos = [MemoryInfo(0x10000, 0x1000, 0x10000, "commit", "image", 0x20, 0x80),
+             MemoryInfo(0x11000, 0x3000, 0x10000, "reserve", "image", 0, 0x80),
+             MemoryInfo(0x14000, 0x2000, 0x14000, "commit", "private", 0x104, 0x04),
+             MemoryInfo(0x16000, 0xA000, 0, "free", "", 0x01, 0)]
+    got = address_space(infos)
+    assert got[("state", "commit")] == [2, 0x3000] and got[("state", "free")] == [1, 0xA000]
+    assert got[("type", "image")] == [2, 0x4000] and ("type", "") not in got
+    assert got[("protect", "PAGE_EXECUTE_READ")] == [1, 0x1000]
+    assert got[("protect", "PAGE_READWRITE|PAGE_GUARD")] == [1, 0x2000]
