@@ -355,6 +355,9 @@ def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict,
                               str(obj.count) if obj.type.component_size else "", heap_name,
                               _csv_field(jsonout.csv_value(obj.type_name or ""))]))
         if not found:
+            if a.method_tables_named(type_name):  # a parent, element or argument type of the heap's
+                raise TypeNotFound(f"--type {type_name}: no object of this type on the heap (the type is there "
+                                   f"as another's parent, element or argument: `clrlayout type` shows its layout)")
             similar = a.type_names_containing(type_name)
             raise TypeNotFound(f"--type {type_name}: no type of that name on the heap"
                                + (f" (names that contain it: {'; '.join(similar)})" if similar else

@@ -367,6 +367,14 @@ class Session:
                 yield HeapObject(win.base + off, mt, t.object_size(count), aligned, count, t, win.segment,
                                  names[mt])
 
+    def _window_object(self, win, i: int, segment=None) -> HeapObject:
+        """Object ``i`` of a window of the vectorised walk, named."""
+        mt = int(win.method_tables[i])
+        t = self.mts.get(mt)
+        count = int(win.counts[i])
+        return HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]), count, t,
+                          segment or win.segment, self.type_name(mt))
+
     def objects_named(self, name: str, progress=None) -> Iterator[HeapObject]:
         """The objects of the types named ``name`` (as the DAC or as reflection prints it), in heap order, in
         one walk: each window's MethodTables are named once, as they are met (exact walk only)."""
@@ -383,11 +391,7 @@ class Session:
             if not len(wanted):
                 continue
             for i in np.flatnonzero(np.isin(win.method_tables, wanted)).tolist():
-                mt = int(win.method_tables[i])
-                t = self.mts.get(mt)
-                count = int(win.counts[i])
-                yield HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]),
-                                 count, t, win.segment, self.type_name(mt))
+                yield self._window_object(win, i)
         self._walked_types = True
 
     def object_at(self, address: int) -> HeapObject | None:
@@ -409,11 +413,7 @@ class Session:
             if i < 0:
                 continue
             if address < int(starts[i]) + int(win.aligned[i]):
-                mt = int(win.method_tables[i])
-                t = self.mts.get(mt)
-                count = int(win.counts[i])
-                return HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]),
-                                  count, t, seg, self.type_name(mt))
+                return self._window_object(win, i, seg)
             if int(starts[-1]) + int(win.aligned[-1]) > address:
                 return None
         return None

@@ -137,6 +137,10 @@ def test_type_dump_and_object_commands(types_core, capsys):
     got = json.loads(capsys.readouterr().out)
     assert got["object"]["address"] == padded["address"] and got["in"] == "L (from Padded)"
     assert got["offset"] == long_field["offset"] + 3
+    # Padded has an object of its own; System.ValueType is on the heap only as the parent of structs
+    assert main(["dump", str(types_core.path), "--type", "System.ValueType"]) == 4
+    err = capsys.readouterr().err
+    assert "no object of this type on the heap" in err and err.count("\n") == 1
 
 
 def test_damaged_type_structures(types_core, tmp_path, capsys):

@@ -3,7 +3,7 @@
 ``instance_layout`` turns a :class:`~clrlayout.types.layouts.TypeLayout` and the object's bytes into the
 same :class:`~clrlayout.objects.layout.ObjectLayout` rows strings have: header, MethodTable, each field
 (embedded structs followed by their own fields), the gaps between them, array lengths, bounds and first
-elements, and the padding to the end.  ``type_rows`` gives the rows of a type without an instance.  Each
+elements, and the padding to the end; without the bytes, the rows of the type alone.  Each
 field has a mark (``01``, ``02``, ...) that the hex dump repeats under its bytes.
 """
 
@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from ..runtime.profiles import Profile
-from ..types.layouts import FieldLayout, TypeLayout
+from ..types.layouts import TypeLayout
 from .header import decode_header
 from .layout import LayoutRow, ObjectLayout, quote
 
@@ -75,13 +75,6 @@ def show_value(show: str, data: bytes | None, pointer_size: int, referent=None) 
 
 def _mark(n: int) -> str:
     return f"{n % 100:02d}"
-
-
-def type_rows(profile: Profile, layout: TypeLayout, base: int = 0) -> list[LayoutRow]:
-    """The rows of a type's fields and the gaps between them, from ``base`` (0: the object pointer)."""
-    rows: list[LayoutRow] = []
-    _field_rows(profile, layout.fields, rows, base, None, None, [0], "")
-    return rows
 
 
 def _field_rows(profile, fields, rows, start, data, at, counter, prefix, referent=None, end=None, path=()):

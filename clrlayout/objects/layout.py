@@ -76,10 +76,6 @@ class ObjectLayout:
                 found = r
         return found
 
-    def role_at(self, offset: int) -> str | None:
-        r = self.row_at(offset)
-        return None if r is None else r.role
-
     def word_read_overrun(self) -> tuple[int, int]:
         """How far reading the characters a pointer-sized word at a time runs past the object.
 

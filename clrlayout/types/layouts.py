@@ -96,7 +96,6 @@ class TypeLayouts:
         self._index: dict | None = None  # (image id, TypeDef RID) -> [MethodTable]
         self._modules: dict[int, int] = {}  # image id -> runtime Module
         self._maps = None
-        self._extra: set[int] = set()
 
     # --- one class ----------------------------------------------------------------------------------
 
@@ -385,16 +384,11 @@ class TypeLayouts:
                     self._modules.setdefault(id(img), self.names.module_of(m))
         return self._index.get((id(image), rid), [])
 
-    def add_known(self, addresses) -> None:
-        """MethodTables to consider for value types and names beyond those the heap walk validated."""
-        self._extra.update(addresses)
-        self._index = None
-
     def universe(self) -> list[int]:
         """Every MethodTable the dump shows: the validated ones, their parents, array element types and
         type arguments (closed over), free and array types aside."""
         seen: set[int] = set()
-        todo = list(self.mts.known()) + sorted(self._extra)
+        todo = list(self.mts.known())
         out = []
         while todo and len(seen) < 1_000_000:
             a = todo.pop()
