@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Benchmark: clrlayout against `strings -el` on the same dump, in one run, alternating.
 
-    python bench/run_bench.py DUMP [--runs 5] [--verify]
+    python bench/run_bench.py DUMP [DUMP ...] [--runs 5] [--verify]
 
-Each round runs, in turn: `strings -el DUMP > /dev/null`, `clrlayout stats DUMP --type System.String`,
-and `clrlayout dump DUMP --type System.String --format jsonl > /dev/null`, the clrlayout commands both as
-they run by default (two processes on a big heap) and with --jobs 1.  Reported: median wall time, ratio to
-strings -el, strings/s, bytes/s (of the dump file), and peak RSS of each command (from wait4, which counts
-the second process too).  With --verify it also checks that the string count and a digest of every value
-agree between runs, with --jobs 1, and with the per-object reference walker (CLRLAYOUT_WALKER=reference).
+For each dump, each round runs, in turn: `cat DUMP > /dev/null` (the machine's read speed, so that figures
+from two machines compare), `strings -el DUMP > /dev/null`, `clrlayout stats DUMP --type System.String`,
+and `clrlayout dump DUMP --type System.String` in each format (jsonl, table, csv) `> /dev/null`; `stats`
+and `dump --format jsonl` also with --jobs 1 (the others run as they run by default: two processes on a
+big heap).  Reported: median wall time, ratio to strings -el, strings/s, bytes/s (of the dump file), and
+peak RSS of each command (from wait4, which counts the second process too).  With --verify it also checks
+that the string count and a digest of every value agree between runs, with --jobs 1, and with the
+per-object reference walker (CLRLAYOUT_WALKER=reference).
 """
 
 from __future__ import annotations
@@ -68,46 +70,56 @@ def machine() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dump")
+    ap.add_argument("dumps", nargs="+", metavar="DUMP")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--verify", action="store_true")
     args = ap.parse_args()
-    size = os.path.getsize(args.dump)
-    stats = json.loads(subprocess.run(CLRLAYOUT + ["stats", args.dump, "--type", "System.String", "--format", "json",
+    print(f"machine: {machine()}")
+    failed = 0
+    for dump in args.dumps:
+        failed += bench(dump, args.runs, args.verify)
+    return 1 if failed else 0
+
+
+def bench(dump: str, runs: int, verify: bool) -> int:
+    size = os.path.getsize(dump)
+    stats = json.loads(subprocess.run(CLRLAYOUT + ["stats", dump, "--type", "System.String", "--format", "json",
                                                    "-q"], capture_output=True, check=True).stdout)
     count = stats["count"]
+    listing = CLRLAYOUT + ["dump", dump, "--type", "System.String", "-q", "--format"]
     commands = {
-        "strings -el": ["strings", "-el", args.dump],
-        "clrlayout stats": CLRLAYOUT + ["stats", args.dump, "--type", "System.String", "-q"],
-        "clrlayout dump --format jsonl": CLRLAYOUT + ["dump", args.dump, "--type", "System.String", "--format",
-                                                      "jsonl", "-q"],
+        "cat": ["cat", dump],
+        "strings -el": ["strings", "-el", dump],
+        "clrlayout stats": CLRLAYOUT + ["stats", dump, "--type", "System.String", "-q"],
+        "clrlayout dump --format jsonl": listing + ["jsonl"],
+        "clrlayout dump (table)": listing + ["table"],
+        "clrlayout dump --format csv": listing + ["csv"],
     }
     commands["clrlayout stats --jobs 1"] = commands["clrlayout stats"] + ["--jobs", "1"]
     commands["clrlayout dump --format jsonl --jobs 1"] = commands["clrlayout dump --format jsonl"] + ["--jobs", "1"]
     times: dict = {k: [] for k in commands}
     rss: dict = {k: 0 for k in commands}
-    subprocess.run(["cat", args.dump], stdout=subprocess.DEVNULL, check=True)  # the same warm page cache for all
-    for _ in range(args.runs):
+    subprocess.run(["cat", dump], stdout=subprocess.DEVNULL, check=True)  # the same warm page cache for all
+    for _ in range(runs):
         for name, cmd in commands.items():
             t, r = timed(cmd)
             times[name].append(t)
             rss[name] = max(rss[name], r)
-    print(f"dump: {args.dump}, {size:,} bytes, {count:,} strings")
-    print(f"machine: {machine()}")
-    print(f"{args.runs} alternating rounds, median wall time:\n")
+    print(f"\ndump: {dump}, {size:,} bytes, {count:,} strings")
+    print(f"{runs} alternating rounds, median wall time:\n")
     base = statistics.median(times["strings -el"])
     print("| command | median s | runs (s) | vs strings -el | strings/s | MB/s | peak RSS MiB |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in commands:
         m = statistics.median(times[name])
-        runs = " ".join(f"{t:.2f}" for t in times[name])
-        print(f"| `{name}` | {m:.2f} | {runs} | {base / m:.2f}x faster | {count / m / 1e6:.1f} M | "
+        runs_text = " ".join(f"{t:.2f}" for t in times[name])
+        print(f"| `{name}` | {m:.2f} | {runs_text} | {base / m:.2f}x faster | {count / m / 1e6:.1f} M | "
               f"{size / m / 1e6:.0f} | {rss[name] / 1024:.0f} |")
-    if args.verify:
-        first = digest(args.dump)
-        again = digest(args.dump)
-        alone = digest(args.dump, extra=["--jobs", "1"])
-        reference = digest(args.dump, env={**os.environ, "CLRLAYOUT_WALKER": "reference"})
+    if verify:
+        first = digest(dump)
+        again = digest(dump)
+        alone = digest(dump, extra=["--jobs", "1"])
+        reference = digest(dump, env={**os.environ, "CLRLAYOUT_WALKER": "reference"})
         print(f"\nverify: vectorised walker {first[0]:,} strings sha256 {first[1][:16]}; second run "
               f"{'same' if again == first else 'DIFFERENT'}; --jobs 1 {'same' if alone == first else 'DIFFERENT'}; "
               f"reference walker {'same' if reference == first else 'DIFFERENT'}; stats count "

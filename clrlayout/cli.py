@@ -211,12 +211,13 @@ def cli():
 @mt_option
 @profile_option
 @heap_option
+@assemblies_option
 @quiet_option
-def info(file, fmt, mt, profile, heap, quiet):
-    """What the dump holds: format, architecture, runtime, GC heap, String MethodTable."""
+def info(file, fmt, mt, profile, heap, assemblies, quiet):
+    """What the dump holds: format, architecture, runtime, GC heap, String MethodTable, the heap's types."""
     from .present import info as present
 
-    with _open(file, mt, profile, heap) as a:
+    with _open(file, mt, profile, heap, assemblies) as a:
         data = a.info
         _preamble(a, quiet)
         if fmt == "json":
@@ -247,7 +248,7 @@ def dump(file, type_name, fmt, limit, layout, full, jobs, assemblies, strict, mi
          max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
     from . import parallel
-    from .present import text
+    from .present import batchlines, text
 
     if layout and fmt == "csv":
         raise UsageError("--layout has no CSV form: use --format table or jsonl")
@@ -266,8 +267,9 @@ def dump(file, type_name, fmt, limit, layout, full, jobs, assemblies, strict, mi
         if fmt == "table" and not layout:
             out(text.dumpheap_header(ptr))
         if fmt == "csv":
-            out("address,method_table,size,aligned_size,length,header,value")
-        render = _batch_renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT)
+            out(batchlines.CSV_HEADER)
+        render = batchlines.renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT,
+                                     heap_bytes=sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes)
         progress = _progress(a, enabled=fmt == "table", rows_to=sys.stdout)
         if not layout and limit is None and a.windowed:
             def render_window(win):
@@ -416,35 +418,6 @@ def _print_object_layout(a, obj, heap_name: str, fmt: str, full: bool, lay=None)
     for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
         out(line)
     out()
-
-
-def _batch_renderer(fmt: str, ptr: int, value_limit: int | None = 80):
-    """batch -> the bytes of its lines on stdout, as a list of bytes, for --format table, csv or jsonl."""
-    from .present import jsonout, text
-
-    if fmt == "jsonl":
-        return jsonout.batch_chunks
-    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-    errors = getattr(sys.stdout, "errors", None) or "strict"
-    if fmt == "csv":
-        import csv
-        import io
-
-        def render_csv(batch) -> list:
-            buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\n")
-            for s in batch.objects():
-                w.writerow([f"{s.address:#x}", f"{s.method_table:#x}", s.size, s.aligned_size, s.length,
-                            s.header, jsonout.csv_value(s.value)])
-            return [buf.getvalue().encode(encoding, errors)]
-
-        return render_csv
-
-    def render_table(batch) -> list:
-        return ["".join(text.dumpheap_line(s, ptr, value_limit) + "\n"
-                        for s in batch.objects()).encode(encoding, errors)]
-
-    return render_table
 
 
 def _progress(a, enabled: bool, rows_to=None):

@@ -124,8 +124,31 @@ class Session:
         except ClrLayoutError as e:
             data["string_method_table"] = None
             self.warnings.append(str(e))
+        try:
+            data["types"] = self.type_census()
+        except ClrLayoutError as e:  # a heap that cannot be walked after all: info still says what it can
+            data["types"] = None
+            if str(e) not in self.warnings:
+                self.warnings.append(str(e))
         data["warnings"] = list(self.warnings)
         return data
+
+    def type_census(self) -> dict | None:
+        """The heap's types: how many MethodTables its objects have (Free included), how many of them have
+        a name, and why the others have none (reason -> count).  One walk of the exact heap; None without
+        one, or without the MethodTable layout to name types by."""
+        if not self.heap.exact or self.profile.method_table is None:
+            return None
+        seen: set[int] = set()
+        for win in self.heap_steps().windows():
+            seen.update(np.unique(win.method_tables).tolist())
+        unnamed = [mt for mt in sorted(seen) if self.type_name(mt) is None]
+        why: dict[str, int] = {}
+        for mt in unnamed:
+            reason = self.names.why.get(mt, "unreadable MethodTable")
+            why[reason] = why.get(reason, 0) + 1
+        return {"method_tables": len(seen), "named": len(seen) - len(unnamed), "unnamed": len(unnamed),
+                "why_unnamed": dict(sorted(why.items(), key=lambda kv: -kv[1]))}
 
     # --- the String MethodTable -------------------------------------------------------------------
 

@@ -35,6 +35,21 @@ def test_info_json_schema(capsys, sample):
     assert data["gc_heap"]["exact"] is True
 
 
+def test_info_counts_the_heaps_types_as_stats_names_them(capsys, sample):
+    """info's types: the MethodTables stats lists (Free included), the named ones, and why the others have
+    no name (on these trimmed samples most modules' memory is gone: each reason is counted)."""
+    code, out, _ = run(capsys, "info", sample.path, "--format", "json")
+    types = json.loads(out)["types"]
+    code, out, _ = run(capsys, "stats", sample.path, "--format", "json", "-q")
+    rows = json.loads(out)["types"]
+    assert types["method_tables"] == len(rows) > 50
+    assert types["named"] == sum(r["name"] is not None for r in rows) >= 2  # String (by its shape) and Free
+    assert types["unnamed"] == sum(types["why_unnamed"].values()) == len(rows) - types["named"]
+    code, out, _ = run(capsys, "info", sample.path)
+    assert f"{types['method_tables']} MethodTables on the heap, {types['named']} named" in out
+    assert all(reason in out for reason in types["why_unnamed"])
+
+
 def test_info_table(capsys):
     code, out, _ = run(capsys, "info", X86)
     assert code == 0

@@ -83,6 +83,10 @@ def test_type_statistics_and_names_equal_the_dacs(fresh_core, capsys):
     assert {mt: r["name"] for mt, r in ours.items()} == {mt: names[mt] for mt in ours}
     assert any("`2[[" in n for n in names.values()) and any(n.endswith("[]") for n in names.values())
     assert data["count"] == len(listing["objects"])
+    # info counts the same MethodTables, every one named
+    assert main(["info", str(fresh_core.path), "--format", "json"]) == 0
+    types = json.loads(capsys.readouterr().out)["types"]
+    assert types == {"method_tables": len(counts), "named": len(counts), "unnamed": 0, "why_unnamed": {}}
 
 
 def test_field_descs_and_layouts_equal_the_dacs(fresh_core):

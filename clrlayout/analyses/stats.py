@@ -113,7 +113,7 @@ class StatsCollector:
         if (heaps == first).all():  # a window's strings nearly always share one heap
             self._bump((gc_heap, first), np.bincount(lengths))
             return
-        for code in np.unique(heaps).tolist():
+        for code in np.flatnonzero(np.bincount(heaps)).tolist():  # not np.unique: it imports numpy.ma
             self._bump((gc_heap, code), np.bincount(lengths[heaps == code]))
 
     def _bump(self, place: tuple, counts: np.ndarray) -> None:
@@ -122,7 +122,7 @@ class StatsCollector:
             self.by_length[place] = counts.astype(np.int64, copy=True)
             return
         if len(counts) > len(have):
-            have = self.by_length[place] = np.pad(have, (0, len(counts) - len(have)))
+            have = self.by_length[place] = np.concatenate((have, np.zeros(len(counts) - len(have), have.dtype)))
         have[: len(counts)] += counts
 
     def _add_long(self, lengths: np.ndarray, heaps: np.ndarray, gc_heap: int | None) -> None:
@@ -130,7 +130,7 @@ class StatsCollector:
         aligned = aligned_sizes(self.profile, lengths, large)
         self._add_buckets(np.frexp(lengths)[1], np.ones(len(lengths), dtype=np.int64), aligned)
         self.aligned += int(aligned.sum())
-        for code in np.unique(heaps).tolist():
+        for code in np.flatnonzero(np.bincount(heaps)).tolist():  # not np.unique: it imports numpy.ma
             on = heaps == code
             self._place(gc_heap, code, int(np.count_nonzero(on)), int(aligned[on].sum()))
 

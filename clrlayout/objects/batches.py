@@ -111,7 +111,7 @@ class StringBatch:
             return h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
 
 
-CHUNK = 2048  # strings worked on at once (hashes, JSON Lines): their temporaries stay in the CPU cache
+CHUNK = 2048  # strings hashed at once: their temporaries stay in the CPU cache
 _HASH_BASE = 0x100000001B3  # FNV's 64-bit prime
 _HASH_INVERSE = pow(_HASH_BASE, -1, 1 << 64)
 _BLOCK = 4096

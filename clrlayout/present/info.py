@@ -35,6 +35,13 @@ def info_lines(data: dict) -> list[str]:
     mt = data.get("string_method_table")
     rows.append(("String MethodTable", f"{mt} (BaseSize {data.get('string_method_table_base_size')})" if mt
                  else "not found"))
+    types = data.get("types")
+    if types:
+        text = f"{types['method_tables']:,} MethodTables on the heap, {types['named']:,} named"
+        if types["unnamed"]:
+            why = "; ".join(f"{n:,} {reason}" for reason, n in types["why_unnamed"].items())
+            text += f", {types['unnamed']:,} without a name ({why})"
+        rows.append(("Types", text))
     width = max(len(k) for k, _ in rows) + 1
     lines = [f"{k + ':':<{width}} {v}" for k, v in rows]
     if heap["segments"]:

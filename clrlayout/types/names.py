@@ -38,13 +38,16 @@ class TypeNames:
         self._assemblies: dict[int, str | None] = {}
         #: why MethodTables had no name: reason -> count of MethodTables
         self.unnamed: Counter = Counter()
+        #: MethodTable -> why it has no name
+        self.why: dict[int, str] = {}
 
     def name(self, address: int) -> str | None:
         if address not in self._names:
             why: list[str] = []
             name = self._name(address, 0, why)
             if name is None:
-                self.unnamed[why[0] if why else "unreadable MethodTable"] += 1
+                self.why[address] = why[0] if why else "unreadable MethodTable"
+                self.unnamed[self.why[address]] += 1
             self._names[address] = name
         return self._names[address]
 
