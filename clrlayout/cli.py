@@ -64,7 +64,8 @@ jobs_option = click.option(
     help="Processes that share the heap walk (default: 2 for heaps of 64 MB or more on a machine with two "
          "cores). The results are the same either way.")
 mt_option = click.option("--mt", type=ADDRESS, default=None,
-                         help="Use this System.String MethodTable instead of finding it.")
+                         help="Only the objects of this MethodTable (SOS -mt). A System.String MethodTable also "
+                              "serves as the String MethodTable where the dump's cannot be found.")
 profile_option = click.option("--profile", "profile", default=None, metavar="NAME[@VERSION]",
                               help="Use this layout profile (a file name in formats/, e.g. coreclr-x64@3.1).")
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
@@ -252,13 +253,21 @@ def dump(file, type_name, fmt, limit, layout, full, jobs, assemblies, strict, mi
 
     if layout and fmt == "csv":
         raise UsageError("--layout has no CSV form: use --format table or jsonl")
+    by_mt = None  # --mt of a type other than System.String: the objects of that MethodTable (SOS -mt)
+    if mt is not None and type_name in STRING_TYPES and \
+            click.get_current_context().get_parameter_source("type_name") is click.core.ParameterSource.DEFAULT:
+        with _open(file, None, profile, heap) as a:
+            if not a.is_string_method_table(mt):
+                by_mt, type_name = mt, None
+    elif mt is not None and type_name not in STRING_TYPES:
+        by_mt = mt
     if type_name not in STRING_TYPES:
         string_only = [n for n, v in (("--min-length", min_length), ("--max-length", max_length),
                                       ("--contains", contains), ("--regex", regex)) if v is not None]
         if string_only:
             raise UsageError(f"{', '.join(string_only)}: only for System.String, not --type {type_name}")
         return _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict, min_size, max_size,
-                             generations, address_range, mt, profile, heap, quiet)
+                             generations, address_range, by_mt, profile, heap, quiet)
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         ptr = a.profile.pointer_size
@@ -316,20 +325,22 @@ def dump(file, type_name, fmt, limit, layout, full, jobs, assemblies, strict, mi
 
 def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict, min_size, max_size, generations,
                   address_range, mt, profile, heap, quiet):
-    """dump --type NAME for a type other than System.String: Address, MT, Size and the name (!dumpheap
-    -type), each object's JOL layout with --layout."""
+    """dump --type NAME (a type other than System.String) and/or --mt MT (a MethodTable other than
+    String's): Address, MT, Size and the name (!dumpheap -type / -mt), each object's JOL layout with
+    --layout."""
     from .heap.segments import HEAP_CODES
     from .present import jsonout, text
 
-    with _open(file, mt, profile, heap, assemblies) as a:
+    asked = " ".join(([f"--type {type_name}"] if type_name else []) + ([f"--mt {mt:#x}"] if mt is not None else []))
+    with _open(file, None, profile, heap, assemblies) as a:
         if not a.heap.exact:
-            raise HeapNotFound(f"{file}: --type {type_name} needs the exact heap walk (a scan finds strings "
+            raise HeapNotFound(f"{file}: {asked} needs the exact heap walk (a scan finds strings "
                                "only): " + "; ".join(a.heap.warnings[-1:]))
         _preamble(a, quiet)
         ptr = a.profile.pointer_size
         count = size = aligned = 0
         found = False
-        for obj in a.objects_named(type_name):
+        for obj in a.objects_named(type_name, mt):
             if not found:  # the header once the type is known to be there
                 found = True
                 if fmt == "table" and not layout:
@@ -356,6 +367,11 @@ def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict,
                 out(",".join([f"{obj.address:#x}", f"{obj.method_table:#x}", str(obj.size), str(obj.aligned_size),
                               str(obj.count) if obj.type.component_size else "", heap_name,
                               _csv_field(jsonout.csv_value(obj.type_name or ""))]))
+        if not found and mt is not None:
+            if a.mts.get(mt) is None:
+                raise TypeNotFound(f"--mt {mt:#x}: no MethodTable in the dump there")
+            raise TypeNotFound(f"{asked}: no object of this MethodTable"
+                               + (" and name" if type_name else "") + " on the heap")
         if not found:
             if a.method_tables_named(type_name):  # a parent, element or argument type of the heap's
                 raise TypeNotFound(f"--type {type_name}: no object of this type on the heap (the type is there "
@@ -612,7 +628,7 @@ def stats(file, type_name, fmt, duplicates, top, jobs, assemblies, strict, min_l
                                         ("--address-range", address_range), ("--duplicates", duplicates)) if v]
     if type_name is None and string_only:
         type_name = "System.String"  # string filters and duplicates are about strings
-    if type_name not in STRING_TYPES:
+    if type_name not in STRING_TYPES:  # --mt here: only that MethodTable's row (!dumpheap -stat -mt)
         return _type_stats(file, type_name, fmt, jobs, assemblies, strict, min_size, max_size, mt, profile, heap,
                            quiet)
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
@@ -631,14 +647,15 @@ def stats(file, type_name, fmt, duplicates, top, jobs, assemblies, strict, min_l
 
 
 def _type_stats(file, contains, fmt, jobs, assemblies, strict, min_size, max_size, mt, profile, heap, quiet):
-    """!dumpheap -stat: count and bytes per MethodTable, with names from metadata."""
+    """!dumpheap -stat: count and bytes per MethodTable, with names from metadata; with ``mt``, that
+    MethodTable's row only."""
     from . import parallel
     from .analyses.typestats import TypeStats
     from .present import typestats as present
 
     if min_size is not None and max_size is not None and min_size > max_size:
         raise UsageError(f"--min-size {min_size} is more than --max-size {max_size}: nothing can match")
-    with _open(file, mt, profile, heap, assemblies) as a:
+    with _open(file, None, profile, heap, assemblies) as a:
         if not a.heap.exact:
             raise HeapNotFound(f"{file}: statistics by type need the exact heap walk (a scan finds strings "
                                "only): " + "; ".join(a.heap.warnings[-1:]))
@@ -654,11 +671,16 @@ def _type_stats(file, contains, fmt, jobs, assemblies, strict, min_size, max_siz
             parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
                                progress=progress.advance, on_found=progress.found, absorb=result.merge)
         rows = result.rows(a.type_name, contains)
+        if mt is not None:
+            rows = [r for r in rows if r.method_table == mt]
+            if not rows:
+                raise TypeNotFound(f"--mt {mt:#x}: " + ("no MethodTable in the dump there" if a.mts.get(mt) is None
+                                                        else "no object of this MethodTable on the heap"))
         for line in present.render(a, rows, fmt):
             out(line)
-        unnamed = a.names.unnamed if a.profile.method_table is not None else {}
+        unnamed = a.why_unnamed(result.totals) if a.profile.method_table is not None else {}
         if unnamed and not quiet:
-            why = "; ".join(f"{n:,} {reason}" for reason, n in unnamed.most_common())
+            why = "; ".join(f"{n:,} {reason}" for reason, n in unnamed.items())
             warn(f"{sum(unnamed.values()):,} types have no name ({why})")
         _report(a, quiet, strict)
 

@@ -142,13 +142,18 @@ class Session:
         seen: set[int] = set()
         for win in self.heap_steps().windows():
             seen.update(np.unique(win.method_tables).tolist())
-        unnamed = [mt for mt in sorted(seen) if self.type_name(mt) is None]
+        why = self.why_unnamed(seen)
+        unnamed = sum(why.values())
+        return {"method_tables": len(seen), "named": len(seen) - unnamed, "unnamed": unnamed, "why_unnamed": why}
+
+    def why_unnamed(self, method_tables) -> dict[str, int]:
+        """Of these MethodTables, those without a name, by reason (most first)."""
         why: dict[str, int] = {}
-        for mt in unnamed:
-            reason = self.names.why.get(mt, "unreadable MethodTable")
-            why[reason] = why.get(reason, 0) + 1
-        return {"method_tables": len(seen), "named": len(seen) - len(unnamed), "unnamed": len(unnamed),
-                "why_unnamed": dict(sorted(why.items(), key=lambda kv: -kv[1]))}
+        for mt in sorted(method_tables):
+            if self.type_name(mt) is None:
+                reason = self.names.why.get(mt, "unreadable MethodTable")
+                why[reason] = why.get(reason, 0) + 1
+        return dict(sorted(why.items(), key=lambda kv: -kv[1]))
 
     # --- the String MethodTable -------------------------------------------------------------------
 
@@ -263,6 +268,14 @@ class Session:
 
             self._names = TypeNames(self.mts, ManagedImages(self.dump, self.assemblies))
         return self._names
+
+    def is_string_method_table(self, address: int) -> bool:
+        """Whether ``address`` is the dump's System.String MethodTable, or could be: when none can be found,
+        a MethodTable the user gives (--mt) is tried as one."""
+        try:
+            return self.string_method_table() == address
+        except ClrLayoutError:
+            return True
 
     def type_name(self, method_table: int) -> str | None:
         """The name of the type of a MethodTable as the DAC prints it, from the metadata of its module
@@ -398,9 +411,11 @@ class Session:
         return HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]), count, t,
                           segment or win.segment, self.type_name(mt))
 
-    def objects_named(self, name: str, progress=None) -> Iterator[HeapObject]:
-        """The objects of the types named ``name`` (as the DAC or as reflection prints it), in heap order, in
-        one walk: each window's MethodTables are named once, as they are met (exact walk only)."""
+    def objects_named(self, name: str | None, method_table: int | None = None,
+                      progress=None) -> Iterator[HeapObject]:
+        """The objects of the types named ``name`` (as the DAC or as reflection prints it; None: any name)
+        and of MethodTable ``method_table`` (None: any), in heap order, in one walk: each window's
+        MethodTables are named once, as they are met (exact walk only)."""
         if not self.heap.exact:
             raise HeapNotFound(f"{self.dump.path}: objects cannot be listed without an exact heap walk ("
                                + "; ".join(self.heap.warnings[-1:]) + ")")
@@ -409,7 +424,8 @@ class Session:
             kinds = np.unique(win.method_tables)
             for mt in kinds.tolist():
                 if mt not in match:
-                    match[mt] = name in (self.type_name(mt), self.names.reflection_name(mt))
+                    match[mt] = (method_table is None or mt == method_table) and (
+                        name is None or name in (self.type_name(mt), self.names.reflection_name(mt)))
             wanted = kinds[[match[mt] for mt in kinds.tolist()]]
             if not len(wanted):
                 continue

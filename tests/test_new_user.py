@@ -56,8 +56,13 @@ def test_mt_of_a_char_array_is_refused(capsys):
     with clrlayout.open(X64) as s:
         char_array = next(o.method_table for o in s.objects()
                           if o.type.kind == "array" and o.type.component_size == 2)
-    code, out, err = run(capsys, "dump", X64, "--mt", hex(char_array))
+    code, out, err = run(capsys, "dump", X64, "--type", "System.String", "--mt", hex(char_array))
     assert code == 4 and out == "" and one_line_error(err) and "array" in err
+    # without --type, --mt is SOS's -mt: the char arrays themselves, never read as strings
+    code, out, err = run(capsys, "dump", X64, "--mt", hex(char_array), "--format", "jsonl")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and records and {r["method_table"] for r in records} == {hex(char_array)}
+    assert all("value" not in r and r["length"] >= 0 for r in records)
 
 
 @pytest.mark.parametrize("profile", ["coreclr-x86", "netfx-x86"])

@@ -186,3 +186,32 @@ def test_damaged_type_structures(types_core, tmp_path, capsys):
             _, err = capsys.readouterr()
             assert code in ALLOWED and "Traceback" not in err, (seed, args[0], code, err)
             assert all(line.startswith("clrlayout: ") for line in err.splitlines()), err
+
+
+def test_mt_selects_the_objects_of_any_method_table(types_core, capsys):
+    """--mt as SOS's -mt: `dump --mt` lists the objects of that MethodTable (the same lines as --type with
+    its name), `stats --mt` keeps its row; String's MethodTable still lists strings; a MethodTable the dump
+    does not hold is exit 4."""
+    import json
+
+    from clrlayout.cli import main
+
+    path = str(types_core.path)
+    assert main(["stats", path, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["types"]
+    row = next(r for r in rows if r["name"] == "System.Object[]")  # the target keeps several
+    assert row["count"] >= 2
+    assert main(["dump", path, "--mt", row["method_table"], "--format", "jsonl"]) == 0
+    by_mt = capsys.readouterr().out
+    assert main(["dump", path, "--type", "System.Object[]", "--format", "jsonl"]) == 0
+    assert by_mt == capsys.readouterr().out and by_mt.count("\n") == row["count"]
+    assert {json.loads(line)["method_table"] for line in by_mt.splitlines()} == {row["method_table"]}
+    assert main(["stats", path, "--mt", row["method_table"], "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["types"] == [row]
+    string = next(r for r in rows if r["name"] == "System.String")
+    assert main(["dump", path, "--mt", string["method_table"], "--format", "jsonl"]) == 0
+    assert capsys.readouterr().out.count("\n") == string["count"]
+    for command in ("dump", "stats"):
+        assert main([command, path, "--mt", "0x10"]) == 4
+        err = capsys.readouterr().err
+        assert "--mt 0x10: no MethodTable in the dump there" in err and err.count("\n") == 1

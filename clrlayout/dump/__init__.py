@@ -6,7 +6,6 @@ where third-party exceptions are converted into :mod:`clrlayout.errors` types.
 
 from __future__ import annotations
 
-import os
 
 from .addrspace import FileSource
 from ..errors import DumpError, TruncatedDump, UnsupportedDump

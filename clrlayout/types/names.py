@@ -4,7 +4,7 @@ A MethodTable's name is its TypeDef's (token in the MethodTable, metadata of its
 ``+`` between nested types, ``[[Arg, Assembly],...]`` for the arguments of a generic instantiation (from its
 dictionary), ``[]``, ``[,]`` or ``[*]`` after an array's element type, and ``Free`` for the free object.
 What cannot be named (no image, an unknown token, a type handle that is not a MethodTable) has no name
-(``None``), never a guessed one; ``unnamed`` counts why.
+(``None``), never a guessed one; ``why`` says why.
 
 The same names come in reflection's style too (``Type.ToString()``: ``List`1[System.String]``, no
 assembly names), the style of a field's declared type.
@@ -12,7 +12,6 @@ assembly names), the style of a field's declared type.
 
 from __future__ import annotations
 
-from collections import Counter
 
 from ..runtime.methodtable import MethodTables
 from .images import ManagedImages
@@ -36,8 +35,6 @@ class TypeNames:
         self._names: dict[int, str | None] = {}
         self._reflection: dict[int, str | None] = {}
         self._assemblies: dict[int, str | None] = {}
-        #: why MethodTables had no name: reason -> count of MethodTables
-        self.unnamed: Counter = Counter()
         #: MethodTable -> why it has no name
         self.why: dict[int, str] = {}
 
@@ -47,7 +44,6 @@ class TypeNames:
             name = self._name(address, 0, why)
             if name is None:
                 self.why[address] = why[0] if why else "unreadable MethodTable"
-                self.unnamed[self.why[address]] += 1
             self._names[address] = name
         return self._names[address]
 
@@ -159,6 +155,8 @@ class TypeNames:
     def _name(self, address: int, depth: int, why: list, reflection: bool = False) -> str | None:
         cache = self._reflection if reflection else self._names
         if address in cache:
+            if cache[address] is None and address in self.why:  # the reason too, whatever the order of asking
+                why.append(self.why[address])
             return cache[address]
         if depth > MAX_DEPTH:
             why.append("type nested too deep")
