@@ -368,10 +368,7 @@ def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict,
                               str(obj.count) if obj.type.component_size else "", heap_name,
                               _csv_field(jsonout.csv_value(obj.type_name or ""))]))
         if not found and mt is not None:
-            if a.mts.get(mt) is None:
-                raise TypeNotFound(f"--mt {mt:#x}: no MethodTable in the dump there")
-            raise TypeNotFound(f"{asked}: no object of this MethodTable"
-                               + (" and name" if type_name else "") + " on the heap")
+            raise _no_objects_of(a, mt, asked, " and name" if type_name else "")
         if not found:
             if a.method_tables_named(type_name):  # a parent, element or argument type of the heap's
                 raise TypeNotFound(f"--type {type_name}: no object of this type on the heap (the type is there "
@@ -383,6 +380,13 @@ def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict,
         if fmt == "table":
             out(text.total_line(count, size, aligned, noun=("object", "objects")))
         _report(a, quiet, strict)
+
+
+def _no_objects_of(a, mt: int, asked: str, also: str = "") -> TypeNotFound:
+    """--mt MT found nothing: either the dump holds no MethodTable there, or no object has it."""
+    if a.mts.get(mt) is None:
+        return TypeNotFound(f"--mt {mt:#x}: no MethodTable in the dump there")
+    return TypeNotFound(f"{asked}: no object of this MethodTable{also} on the heap")
 
 
 def _csv_field(value: str) -> str:
@@ -674,14 +678,14 @@ def _type_stats(file, contains, fmt, jobs, assemblies, strict, min_size, max_siz
         if mt is not None:
             rows = [r for r in rows if r.method_table == mt]
             if not rows:
-                raise TypeNotFound(f"--mt {mt:#x}: " + ("no MethodTable in the dump there" if a.mts.get(mt) is None
-                                                        else "no object of this MethodTable on the heap"))
+                raise _no_objects_of(a, mt, f"--mt {mt:#x}")
         for line in present.render(a, rows, fmt):
             out(line)
         unnamed = a.why_unnamed(result.totals) if a.profile.method_table is not None else {}
         if unnamed and not quiet:
-            why = "; ".join(f"{n:,} {reason}" for reason, n in unnamed.items())
-            warn(f"{sum(unnamed.values()):,} types have no name ({why})")
+            from .present.info import reasons
+
+            warn(f"{sum(unnamed.values()):,} types have no name ({reasons(unnamed)})")
         _report(a, quiet, strict)
 
 

@@ -5,6 +5,12 @@ from __future__ import annotations
 from .text import table
 
 
+def reasons(why: dict[str, int]) -> str:
+    """Reasons and their counts (most first, as Session.why_unnamed gives them): "105 runtime Module not in
+    the dump; 10 unreadable MethodTable"."""
+    return "; ".join(f"{n:,} {reason}" for reason, n in why.items())
+
+
 def info_lines(data: dict) -> list[str]:
     ptr = data["pointer_size"]
     rt = data["runtime"]
@@ -39,8 +45,7 @@ def info_lines(data: dict) -> list[str]:
     if types:
         text = f"{types['method_tables']:,} MethodTables on the heap, {types['named']:,} named"
         if types["unnamed"]:
-            why = "; ".join(f"{n:,} {reason}" for reason, n in types["why_unnamed"].items())
-            text += f", {types['unnamed']:,} without a name ({why})"
+            text += f", {types['unnamed']:,} without a name ({reasons(types['why_unnamed'])})"
         rows.append(("Types", text))
     width = max(len(k) for k, _ in rows) + 1
     lines = [f"{k + ':':<{width}} {v}" for k, v in rows]
