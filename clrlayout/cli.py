@@ -138,8 +138,8 @@ def _open(file, mt, profile, heap, assemblies=()):
 
 assemblies_option = click.option(
     "--assemblies", "assemblies", multiple=True, type=click.Path(file_okay=False, exists=True),
-    help="A directory to find assemblies in when they are not at the paths the dump names (for type names; "
-         "may be given more than once).")
+    help="A directory to find assemblies in when they are not at the paths the dump names (for type names, "
+         "and the runtime's own file for its contract descriptor; may be given more than once).")
 
 
 def make_filter(min_length, max_length, contains, regex, address_range, min_size=None, max_size=None,

@@ -29,6 +29,8 @@ from .heap.segments import GcHeap, find_gc_heap
 from .heap.walk import HeapObject, HeapWalker
 from .limits import DEFAULT_LIMITS, Limits
 from .objects.strings import StringObject, read_strings
+from .runtime.contract import (CheckResult, ContractDescriptor, check_layouts, find_contract_descriptor,
+                               method_table_variables)
 from .runtime.detect import RuntimeInfo, detect_runtime, profile_for
 from .runtime.methodtable import MethodTables
 from .runtime.monovtable import MonoVTables
@@ -57,6 +59,10 @@ class Session:
     mt_override: int | None = None
     #: directories searched for assemblies whose files are not at the paths the dump names
     assemblies: list = field(default_factory=list)
+    #: the runtime's contract descriptor (.NET 9+), or why there is none
+    contract: ContractDescriptor | str = "not looked for"
+    #: how the profile and the type-system layout compare with the contract descriptor (None: not checked)
+    contract_checks: CheckResult | None = None
     _info: dict | None = field(default=None, repr=False)
     _names: object = field(default=None, repr=False)
     _layouts: object = field(default=None, repr=False)
@@ -130,8 +136,49 @@ class Session:
             data["types"] = None
             if str(e) not in self.warnings:
                 self.warnings.append(str(e))
+        data["contract_descriptor"] = self._contract_info()
         data["warnings"] = list(self.warnings)
         return data
+
+    def _contract_info(self) -> dict:
+        """The contract descriptor as ``info`` shows it: where it is, what it holds, how the layouts and the
+        MethodTables its globals point at compare with clrlayout's."""
+        d, checks = self.contract, self.contract_checks
+        if isinstance(d, str):
+            return {"found": False, "reason": d}
+        out = {"found": True, "address": f"{d.address:#x}", "where": d.where, "json_bytes": d.json_bytes,
+               "version": d.version, "baseline": d.baseline, "types": len(d.types), "globals": len(d.globals),
+               "contracts": len(d.contracts)}
+        if checks is not None:
+            out["layout_values_checked"] = len(checks.checked)
+            out["mismatches"] = [{"descriptor": m.descriptor, "says": m.says, "layout": m.layout,
+                                  "expected": m.expected} for m in checks.mismatches]
+            out["not_described"] = list(checks.not_described)
+        out["method_tables"] = self.contract_method_tables()
+        return out
+
+    def contract_method_tables(self) -> dict:
+        """The MethodTables the contract descriptor's globals point at (String, free object, Object, ...), each
+        with whether clrlayout finds the same: the String MethodTable it learned, the free-object shape, the
+        name the metadata gives (``agrees`` None: the variable is not in the dump, or the type's name cannot be
+        had)."""
+        out = {}
+        for name, (expected, mt) in method_table_variables(self.contract, self.dump.memory).items():
+            agrees = None
+            if mt is not None:
+                if expected == "string":
+                    agrees = self.is_string_method_table(mt) and self.mts.string_mt == mt
+                elif expected == "free":
+                    agrees = getattr(self.mts.get(mt), "kind", None) == "free"
+                else:  # a MethodTable whose name cannot be had is not checked (agrees stays None)
+                    found = self.type_name(mt)
+                    agrees = None if found is None else found == expected
+                if agrees is False:
+                    self.warnings.append(f"the runtime's contract descriptor says {name} is {mt:#x}, which "
+                                         f"clrlayout does not find to be {expected}")
+            out[name] = {"method_table": None if mt is None else f"{mt:#x}", "expected": expected,
+                         "agrees": agrees}
+        return out
 
     def type_census(self) -> dict | None:
         """The heap's types: how many MethodTables its objects have (Free included), how many of them have
@@ -575,6 +622,27 @@ def _scan_batches(session: Session):
             yield batch
 
 
+def _contract(dump: Dump, runtime: RuntimeInfo, profile: Profile, search: list) \
+        -> tuple[ContractDescriptor | str, CheckResult | None]:
+    """The runtime's contract descriptor (or why there is none) and the profile and type-system layout checked
+    against it; ``search``: directories the runtime's file may be in (--assemblies)."""
+    if runtime.flavor != "coreclr":
+        name = {"netfx": "the .NET Framework", "mono": "Mono"}.get(runtime.flavor, runtime.flavor)
+        return f"{name} has none (CoreCLR exports one from .NET 9 on)", None
+    version = runtime.version_tuple
+    if version is not None and version < (9,):
+        return f"CoreCLR {runtime.version} is older than .NET 9, which introduced it", None
+    found = find_contract_descriptor(dump, runtime.module, search)
+    if isinstance(found, str):
+        return found, None
+    from .types.eeclass import type_system_layout
+
+    system = type_system_layout(runtime.flavor, dump.arch, dump.os, version, profile.pointer_size)
+    layouts = {"profile": profile, "type_system": None if isinstance(system, str) else system}
+    labels = {"profile": f"profile {profile.label}", "type_system": "formats/type-system.toml"}
+    return found, check_layouts(found, layouts, labels)
+
+
 def open_session(path, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",
                  limits: Limits = DEFAULT_LIMITS, assemblies=None) -> Session:
     """Open a dump and find its runtime, layout profile and GC heap.
@@ -619,8 +687,13 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
         warnings += gc.warnings
         mts = MethodTables(dump.memory, prof, limits) if prof.method_table is not None \
             else MonoVTables(dump.memory, prof, limits)
+        search = [os.fspath(a) for a in (assemblies or [])]
+        contract, checks = _contract(dump, runtime, prof, search)
+        if checks is not None:
+            warnings += [str(m) for m in checks.mismatches]
         return Session(dump, runtime, prof, gc, mts, Findings(limits.max_findings), warnings, mt_override=mt,
-                       assemblies=[os.fspath(a) for a in (assemblies or [])])
+                       assemblies=search, contract=contract,
+                       contract_checks=checks)
     except BaseException:
         dump.close()
         raise

@@ -128,17 +128,18 @@ def stop_target(proc: subprocess.Popen) -> None:
 
 
 def make_linux(build: Path, work: Path, server: bool = False, runtime: runtimes.Runtime | None = None,
-               target: str = "strings") -> tuple[Path, Path]:
-    """The target on a Linux runtime (the embedded 3.1.23 by default), dumped by the runtime's createdump."""
+               target: str = "strings", full: bool = False) -> tuple[Path, Path]:
+    """The target on a Linux runtime (the embedded 3.1.23 by default), dumped by the runtime's createdump
+    (its default heap dump; with ``full``, every mapping: the runtime's own data and image pages too)."""
     runtime = runtime or runtimes.embedded()
-    kind = f"{runtime.version}-linux-x64" + ("-svr" if server else "")
+    kind = f"{runtime.version}-linux-x64" + ("-svr" if server else "") + ("-full" if full else "")
     truth = work / f"truth-{target}-{kind}.json"
     raw = work / f"raw-{target}-{kind}.core"
     config = runtime.write_runtimeconfig(build / f"{target}-{runtime.version}.runtimeconfig.json")
     proc, pid = start_target(runtime.command(build / f"{target}.dll", config, truth, STALE_COUNT),
                              runtime.environment(server))
     try:
-        run([runtime.createdump, "-f", raw, str(pid)], stdout=subprocess.DEVNULL)
+        run([runtime.createdump, *(["--full"] if full else []), "-f", raw, str(pid)], stdout=subprocess.DEVNULL)
     finally:
         stop_target(proc)
     return raw, truth

@@ -13,7 +13,7 @@ object's MethodTable and size from ``GetObjectData``, allocation contexts (every
 own) stepped over.  Nothing of clrlayout is used.
 
 It prints one JSON document: the segments, every object ``[address, method_table, size]`` in heap order,
-the String and free MethodTables, and on request the name of every MethodTable (``GetMethodTableName``),
+the String, free, Object and Exception MethodTables (``GetUsefulGlobals``), and on request the name of every MethodTable (``GetMethodTableName``),
 every string's UTF-16 bytes (``GetObjectStringData``) and every MethodTable's instance fields
 (``GetMethodTableFieldData`` / ``GetFieldDescData``).  Test-time only: never part of the product.
 """
@@ -554,7 +554,8 @@ def main(argv) -> int:
     segments = o.segments()
     objects, stray = o.objects(segments)
     result = {"string_method_table": g.StringMethodTable, "free_method_table": g.FreeMethodTable,
-              "object_method_table": g.ObjectMethodTable, "segments": segments, "objects": objects,
+              "object_method_table": g.ObjectMethodTable, "exception_method_table": g.ExceptionMethodTable,
+              "segments": segments, "objects": objects,
               "stray_words": stray}
     mts = sorted({mt for _, mt, _, _ in objects})
     if args.names:

@@ -52,12 +52,12 @@ def build_targets(build: Path) -> Path:
     return build
 
 
-def strings_core(build: Path, work: Path, version: str, server: bool) -> FreshCore:
+def strings_core(build: Path, work: Path, version: str, server: bool, full: bool = False) -> FreshCore:
     """The strings target on a real runtime (3.1.23 embedded; 8.0.4 and 10.0.0 downloaded by
-    sample_dumps/runtimes.py), dumped by its createdump."""
+    sample_dumps/runtimes.py), dumped by its createdump (``full``: every mapping)."""
     work.mkdir(parents=True, exist_ok=True)
     runtime = runtimes.get(version)
-    raw, truth = make_dumps.make_linux(build, work, server=server, runtime=runtime)
+    raw, truth = make_dumps.make_linux(build, work, server=server, runtime=runtime, full=full)
     return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), runtime.dac, version,
                      "server" if server else "workstation")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..runtime.profiles import parse_version
 from .text import table
 
 
@@ -9,6 +10,36 @@ def reasons(why: dict[str, int]) -> str:
     """Reasons and their counts (most first, as Session.why_unnamed gives them): "105 runtime Module not in
     the dump; 10 unreadable MethodTable"."""
     return "; ".join(f"{n:,} {reason}" for reason, n in why.items())
+
+
+def contract_line(data: dict) -> str | None:
+    """The contract descriptor's row: where it is, what it holds, what agrees; None for runtimes older than
+    .NET 9 (none has one)."""
+    d = data.get("contract_descriptor")
+    rt = data["runtime"]
+    version = parse_version(rt["version"])
+    if d is None or rt["flavor"] != "coreclr" or (not d["found"] and version and version < (9,)):
+        return None
+    if not d["found"]:
+        return f"none ({d['reason']})"
+    text = f"{d['json_bytes']:,}-byte JSON at {d['address']} (from {d['where']}), {d['types']} types, " \
+           f"{d['globals']} globals"
+    if "layout_values_checked" in d:
+        text += f"; {d['layout_values_checked']} layout values agree with the profiles"
+        if d["mismatches"]:
+            text += f", {len(d['mismatches'])} differ (see the warnings)"
+    tables = d.get("method_tables", {})
+    label = {"string": "String", "free": "free-object"}
+    agree = [label.get(e["expected"], e["expected"]) for e in tables.values() if e["agrees"]]
+    if agree:
+        text += f"; its {', '.join(agree)} MethodTables are the ones clrlayout finds"
+    differ = [n for n, e in tables.items() if e["agrees"] is False]
+    if differ:
+        text += f"; {', '.join(differ)} differ (see the warnings)"
+    unchecked = [label.get(e["expected"], e["expected"]) for e in tables.values() if e["agrees"] is None]
+    if unchecked:
+        text += f"; {', '.join(unchecked)} not checked (not in the dump, or unnamed)"
+    return text
 
 
 def info_lines(data: dict) -> list[str]:
@@ -47,6 +78,9 @@ def info_lines(data: dict) -> list[str]:
         if types["unnamed"]:
             text += f", {types['unnamed']:,} without a name ({reasons(types['why_unnamed'])})"
         rows.append(("Types", text))
+    contract = contract_line(data)
+    if contract:
+        rows.append(("Contract descriptor", contract))
     width = max(len(k) for k, _ in rows) + 1
     lines = [f"{k + ':':<{width}} {v}" for k, v in rows]
     if heap["segments"]:

@@ -58,17 +58,28 @@ def _chunks_in_dump(dump: Dump, module: Module):
             yield tail_at, nxt
 
 
-def _same_file(dump: Dump, module: Module, path: str) -> bool:
-    """Whether the file at ``path`` is the module the dump mapped: its first page equals the dump's copy of
-    the module's first page (when the dump has none, the name is all there is to go by)."""
+def _headers_size(first: bytes) -> int:
+    """How much of a module's first page is the file's own bytes: all of it for an ELF file (mapped page by
+    page); a PE image's headers (``SizeOfHeaders``: the loader zero-fills the rest of the page)."""
+    if first[:2] != b"MZ" or len(first) < 0x40:
+        return len(first)
+    at = int.from_bytes(first[0x3C:0x40], "little") + 4 + 20 + 60  # PE signature, COFF header, optional header
+    size = int.from_bytes(first[at : at + 4], "little") if at + 4 <= len(first) else 0
+    return size if 0 < size <= len(first) else len(first)
+
+
+def same_file(dump: Dump, module: Module, path: str) -> bool:
+    """Whether the file at ``path`` is the module the dump mapped: its headers equal the dump's copy of the
+    module's (when the dump has none, the name is all there is to go by)."""
     if not os.path.isfile(path):
         return False
     first = dump.memory.try_read(module.base, 4096)
     if first is None:
         return True
+    size = _headers_size(first)
     try:
         with open(path, "rb") as f:
-            return f.read(4096) == first
+            return f.read(size) == first[:size]
     except OSError:
         return False
 
@@ -108,7 +119,7 @@ def find_in_module(dump: Dump, module: Module, pattern) -> tuple[re.Match | int,
         return None
 
     found = search(_chunks_in_dump(dump, module), "the dump")
-    if found is None and _same_file(dump, module, module.path):
+    if found is None and same_file(dump, module, module.path):
         found = search(_chunks_on_disk(module.path), f"{module.path} on this machine")
     return found
 

@@ -65,6 +65,12 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
             from ..heap.segments import find_gc_heap
 
             find_gc_heap(a.dump, a.runtime.module, limits)
+        if not isinstance(a.contract, str):  # the runtime's contract descriptor and the variables it names
+            from ..runtime.contract import find_contract_descriptor, method_table_variables
+
+            found = find_contract_descriptor(a.dump, a.runtime.module, a.assemblies)
+            if not isinstance(found, str):
+                method_table_variables(found, space)
         space.stop_recording()
         ranges = [(lo - lo % PAGE, hi + (-hi) % PAGE) for lo, hi in log.ranges]
         return merge(ranges), count
