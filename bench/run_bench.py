@@ -4,8 +4,8 @@
     python bench/run_bench.py DUMP [DUMP ...] [--runs 5] [--verify]
 
 For each dump, each round runs, in turn: `cat DUMP > /dev/null` (the machine's read speed, so that figures
-from two machines compare), `strings -el DUMP > /dev/null`, `clrlayout stats DUMP --type System.String`,
-and `clrlayout dump DUMP --type System.String` in each format (jsonl, table, csv) `> /dev/null`; `stats`
+from two machines compare), `strings -el DUMP > /dev/null`, `clrlayout stats DUMP --type System.String`, `clrlayout stats DUMP`
+(every type, !dumpheap -stat), and `clrlayout dump DUMP --type System.String` in each format (jsonl, table, csv) `> /dev/null`; `stats`
 and `dump --format jsonl` also with --jobs 1 (the others run as they run by default: two processes on a
 big heap).  Reported: median wall time, ratio to strings -el, strings/s, bytes/s (of the dump file), and
 peak RSS of each command (from wait4, which counts the second process too).  With --verify it also checks
@@ -86,11 +86,14 @@ def bench(dump: str, runs: int, verify: bool) -> int:
     stats = json.loads(subprocess.run(CLRLAYOUT + ["stats", dump, "--type", "System.String", "--format", "json",
                                                    "-q"], capture_output=True, check=True).stdout)
     count = stats["count"]
+    objects = json.loads(subprocess.run(CLRLAYOUT + ["stats", dump, "--format", "json", "-q"], capture_output=True,
+                                        check=True).stdout)["count"]
     listing = CLRLAYOUT + ["dump", dump, "--type", "System.String", "-q", "--format"]
     commands = {
         "cat": ["cat", dump],
         "strings -el": ["strings", "-el", dump],
         "clrlayout stats": CLRLAYOUT + ["stats", dump, "--type", "System.String", "-q"],
+        "clrlayout stats (every type)": CLRLAYOUT + ["stats", dump, "-q"],
         "clrlayout dump --format jsonl": listing + ["jsonl"],
         "clrlayout dump (table)": listing + ["table"],
         "clrlayout dump --format csv": listing + ["csv"],
@@ -115,6 +118,10 @@ def bench(dump: str, runs: int, verify: bool) -> int:
         runs_text = " ".join(f"{t:.2f}" for t in times[name])
         print(f"| `{name}` | {m:.2f} | {runs_text} | {base / m:.2f}x faster | {count / m / 1e6:.1f} M | "
               f"{size / m / 1e6:.0f} | {rss[name] / 1024:.0f} |")
+    by_type = statistics.median(times["clrlayout stats (every type)"])
+    print(f"\nstats by type: {objects:,} objects (free ones included) in {by_type:.2f} s: "
+          f"{objects / by_type / 1e6:.1f} M objects/s, {by_type / statistics.median(times['clrlayout stats']):.2f}x "
+          f"the time of the strings-only statistics")
     if verify:
         first = digest(dump)
         again = digest(dump)
