@@ -87,30 +87,22 @@ class _ModuleBytes:
         return self._file or None
 
     def read(self, address: int, size: int) -> bytes | None:
+        return self._take(address, size, "read", bytes)
+
+    def pointer(self, address: int) -> int | None:
+        """A pointer as the process holds it (a file's pointers relocated as the loader relocated them)."""
+        return self._take(address, self.ptr, "pointer", lambda data: int.from_bytes(data, "little"))
+
+    def _take(self, address: int, size: int, method: str, decode):
         data = self.space.try_read(address, size)
         if data is not None:
             self.space.note(address, size)  # trim keeps what a result rests on
             self.used.add("the dump")
-            return data
-        if self.file is not None:
-            data = self.from_file("read", address, size)
-            if data is not None:
-                self.used.add(f"{self.file.path} on this machine")
-            return data
-        return None
-
-    def pointer(self, address: int) -> int | None:
-        data = self.space.try_read(address, self.ptr)
-        if data is not None:
-            self.space.note(address, self.ptr)
-            self.used.add("the dump")
-            return int.from_bytes(data, "little")
-        if self.file is not None:
-            value = self.from_file("pointer", address, self.ptr)
-            if value is not None:
-                self.used.add(f"{self.file.path} on this machine")
-            return value
-        return None
+            return decode(data)
+        value = self.from_file(method, address, size) if self.file is not None else None
+        if value is not None:
+            self.used.add(f"{self.file.path} on this machine")
+        return value
 
     def from_file(self, method: str, *args):
         """A method of the module's file; None, and the file set aside, when the file turns out unreadable."""
