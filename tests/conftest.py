@@ -42,6 +42,15 @@ class Sample:
     def name(self) -> str:
         return self.path.name
 
+    @property
+    def string_base_size(self) -> int:
+        """System.String's BaseSize on the sample's runtime (clr-layout-facts.md §2): 14 on x86; on x64 22,
+        and 26 before .NET Core 3.0 (the extra 4 bytes of coreclr#17876)."""
+        if self.truth["pointer_size"] == 4:
+            return 14
+        major = int(self.truth["runtime_version"].split(".")[0])
+        return 26 if major < 3 else 22
+
     def known(self, name: str) -> dict:
         for s in self.truth["strings"]:
             if s["name"] == name:
@@ -93,8 +102,9 @@ def target_build(tmp_path_factory) -> Path:
     return build_targets(tmp_path_factory.mktemp("targets"))
 
 
-#: the runtimes fresh cores are made on: the embedded 3.1.23, and .NET 8 and 10 (downloaded at test time)
-FRESH = [(v, gc) for v in ("3.1.23", "8.0.4", "10.0.0") for gc in ("workstation", "server")]
+#: the runtimes fresh cores are made on: the embedded 3.1.23, and .NET Core 2.2, .NET 8 and 10 (downloaded at
+#: test time; 2.2 is a self-contained app's runtime, hosted by sample_dumps/corehost.py)
+FRESH = [(v, gc) for v in ("2.2.5", "3.1.23", "8.0.4", "10.0.0") for gc in ("workstation", "server")]
 
 
 @pytest.fixture(scope="session", params=FRESH, ids=lambda p: f"{p[0]}-{p[1]}")

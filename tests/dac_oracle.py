@@ -168,9 +168,13 @@ class Core:
                 for note in seg.iter_notes():
                     if note["n_type"] == "NT_FILE":
                         d = note["n_desc"]
+                        page = d["page_size"]
+                        offsets = [e["page_offset"] for e in d["Elf_Nt_File_Entry"]]
+                        if any(offsets) and all(o % page == 0 for o in offsets):
+                            page = 1  # createdump before 3.0 wrote byte offsets (lldb reads them so too)
                         for e, name in zip(d["Elf_Nt_File_Entry"], d["filename"]):
                             name = name.decode() if isinstance(name, bytes) else name
-                            self.files.append((e["vm_start"], e["vm_end"], e["page_offset"] * d["page_size"], name))
+                            self.files.append((e["vm_start"], e["vm_end"], e["page_offset"] * page, name))
         self.loads.sort()
         self.starts = [s for s, _, _ in self.loads]
         self.files.sort()

@@ -37,6 +37,21 @@ def test_sample_minidumps(sample):
         assert d.memory.total_bytes > 100_000
 
 
+@pytest.mark.parametrize("entry", CORES, ids=lambda e: e["file"])
+def test_nt_file_offsets_are_bytes_in_the_file(entry):
+    """NT_FILE gives each mapping's file offset in pages (kernel, createdump 3.0+) or, from createdump before
+    3.0, in bytes: read right, the runtime's mappings lie in order within its own file (libcoreclr.so is
+    mapped whole, so each offset is its distance from the first mapping)."""
+    with open_dump(str(SAMPLES / entry["file"])) as d:
+        runtime = detect_runtime(d).module
+        mine = sorted(m for m in d.file_mappings if m.path == runtime.path)
+        assert len(mine) >= 3 and mine[0].offset == 0
+        for m in mine:
+            assert m.offset % 4096 == 0 and m.offset <= m.start - mine[0].start, (entry["file"], m)
+        if not entry["single_file"]:  # a shared library's segments: at their file offset from the base
+            assert any(m.offset == m.start - mine[0].start for m in mine[1:])
+
+
 @pytest.mark.parametrize("entry", MINIDUMPS, ids=lambda e: e["file"])
 def test_wine_private_stream_is_skipped(entry):
     """The Wine dumps carried a private 0xFFF0 stream that makes minidump 0.0.24 raise; trim drops it,

@@ -183,7 +183,10 @@ def test_stale_bytes_in_free_space_are_not_listed(analysis, sample):
             n = space.read_u32(a + p.string.length_offset)
             if n < 64 and space.read(a + p.string.chars_offset, 2 * n).decode("utf-16-le", "replace").startswith("STALE-"):
                 intact.append(a)
-    assert len(intact) > 500, "the sample should hold many intact dead strings"
+    # .NET Core 2.2's GC compacts that gen0 (the forced collection's compacting=false is a hint): most
+    # dead strings are overwritten by moved survivors (7 of 875 left intact in the sample); 3.0+ sweep it
+    minimum = 500 if analysis.runtime.version_tuple >= (3,) else 5
+    assert len(intact) >= minimum, "the sample should hold intact dead strings"
     listed = {s.address for s in analysis.iter_strings()}
     assert not listed & set(intact)
     values = [s.value for s in analysis.iter_strings()]

@@ -191,6 +191,12 @@ def _modules_from_nt_file(r: _Reader, desc) -> tuple[list[Module], list[FileMapp
     if len(entries) > r.limits.max_modules:
         r.warn(f"NT_FILE lists {len(entries):,} mappings; reading {r.limits.max_modules:,}")
         entries = entries[: r.limits.max_modules]
+    offsets = [e.get("page_offset", 0) for e in entries]
+    if any(offsets) and all(o % page == 0 for o in offsets):
+        # createdump before .NET Core 3.0 wrote byte offsets under a page size of 4096 (2.2.5: libcoreclr.so's
+        # data at 0x5e9000, CoreLib's sections up to 0xb08000 of an 11.7 MB file); the kernel and later
+        # createdumps write page numbers, which are not all multiples of the page size
+        page = 1
     spans: dict[str, list[int]] = {}
     mappings = []
     for entry, name in zip(entries, names):

@@ -63,7 +63,7 @@ def _version_from_file_version(flavor: str, fv: tuple[int, int, int, int]) -> st
         return f"{major}.{minor}.{build // 100}"
     if major == 4 and 700 <= minor < 800:
         return "3.x"
-    if major == 4 and 600 <= minor < 700:
+    if major == 4 and minor == 6:
         return "2.x"
     return None
 
@@ -94,11 +94,9 @@ def _version(flavor: str, module: Module, image: ImageVersion | None) -> tuple[s
     path = _PATH_VERSION.search(module.path)
     path_version = path.group(1) if path else None
     if image is not None:
-        v = _version_from_file_version(flavor, image.file_version)
+        v = (image.product_version if flavor == "coreclr" else None) or _version_from_file_version(flavor, image.file_version)
         said = f"the runtime's version string in {image.where} ({image.describe()})"
-        if v and "x" not in v:
-            return v, said
-        if v and path_version and path_version.startswith(v.split(".")[0] + "."):
+        if v and v.count(".") < 2 and path_version and path_version.startswith(v.removesuffix(".x") + "."):
             return path_version, f"the module path; {said} agrees ({v})"
         if v:
             return v, said

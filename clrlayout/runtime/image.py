@@ -2,7 +2,9 @@
 carries.
 
 CoreCLR binaries carry ``@(#)Version 8.0.424.16909 @Commit: 2d7eea25...``: the file version (its build number is
-the patch times 100 plus the year: 8.0.4) and the commit it was built from.  A self-contained single-file app
+the patch times 100 plus the year: 8.0.4) and the commit it was built from.  .NET Core 2.x's carry
+``@(#)Version 4.6.27617.05 @BuiltBy: root-95ed16d294e4 @Branch: release/2.2 @SrcCode: https://github.com/dotnet/coreclr/tree/921f25a0...``:
+its file version does not tell 2.0, 2.1 and 2.2 apart (they were built side by side), its branch does.  A self-contained single-file app
 links the runtime into its executable, which then exports ``DotNetRuntimeInfo`` (a structure that starts with
 that name): no libcoreclr module is loaded, so the module that holds those bytes is the runtime.
 
@@ -19,7 +21,9 @@ from dataclasses import dataclass
 
 from ..dump import Dump, Module
 
-SCCSID = re.compile(rb"@\(#\)Version (\d+)\.(\d+)\.(\d+)\.(\d+)(?: @Commit: ([0-9a-f]{7,40}))?")
+SCCSID = re.compile(rb"@\(#\)Version (\d+)\.(\d+)\.(\d+)\.(\d+)(?: @Commit: ([0-9a-f]{7,40}))?"
+                    rb"(?: @BuiltBy: [^ \0]{1,80})?(?: @Branch: release/(\d+\.\d+)[^ \0]{0,40})?"
+                    rb"(?: @SrcCode: [^ \0]{0,120}/([0-9a-f]{40}))?")
 RUNTIME_INFO = b"DotNetRuntimeInfo\0"
 #: the most of a module file read from disk when the dump lacks its bytes
 MAX_IMAGE_FILE = 512 << 20
@@ -31,19 +35,21 @@ class ImageVersion:
     file_version: tuple[int, int, int, int]
     commit: str | None
     where: str  # "the dump" | "<path> on this machine"
+    branch: str | None = None  # "2.2" from "@Branch: release/2.2" (.NET Core 2.x)
 
     @property
     def product_version(self) -> str | None:
-        """The product version the file version stands for: 8.0.424 -> 8.0.4 (.NET 5+); None for .NET Core 3.x
-        and older, whose file versions (4.700.x, 4.6.x) do not carry it."""
+        """The product version the string stands for: 8.0.424 -> 8.0.4 (.NET 5+), release/2.2 -> 2.2 (.NET Core
+        2.x, no patch); None for .NET Core 3.x, whose file version (4.700.x) and string do not carry it."""
         major, minor, build, _ = self.file_version
         if major >= 5:
             return f"{major}.{minor}.{build // 100}"
-        return None
+        return self.branch
 
     def describe(self) -> str:
         text = ".".join(map(str, self.file_version))
-        return f"file version {text}" + (f", commit {self.commit[:12]}" if self.commit else "")
+        return (f"file version {text}" + (f", branch release/{self.branch}" if self.branch else "")
+                + (f", commit {self.commit[:12]}" if self.commit else ""))
 
 
 def _chunks_in_dump(dump: Dump, module: Module):
@@ -130,8 +136,10 @@ def image_version(dump: Dump, module: Module) -> ImageVersion | None:
     if found is None:
         return None
     m, where = found
-    commit = m.group(5).decode() if m.group(5) else None
-    return ImageVersion(tuple(int(g) for g in m.groups()[:4]), commit, where)
+    commit = m.group(5) or m.group(7)
+    branch = m.group(6)
+    return ImageVersion(tuple(int(g) for g in m.groups()[:4]), commit.decode() if commit else None, where,
+                        branch.decode() if branch else None)
 
 
 def holds_runtime(dump: Dump, module: Module) -> bool:

@@ -66,7 +66,7 @@ class MethodTables:
         if data is None:
             return None
         try:
-            return self.structs.method_table.parse(data)
+            return self.structs.method_table.parse(data, address=address)
         except ConstructError:
             return None
 

@@ -73,7 +73,11 @@ def version_matches(spec: str, version: tuple[int, ...]) -> bool:
 
 # --- the profile value ------------------------------------------------------------------------------
 
-FIELD_TYPES = {"uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "int32": 4, "pointer": None}
+#: a field's type -> its size (None: the pointer size).  "relative_pointer" is a self-relative pointer
+#: (``RelativePointer<T>`` of runtimes built with FEATURE_PREJIT): the target is the field's own address plus
+#: the stored value, 0 is null.
+FIELD_TYPES = {"uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "int32": 4, "pointer": None,
+               "relative_pointer": None}
 
 # every key a profile may hold, per section, with its type
 SCHEMA = {
@@ -89,7 +93,7 @@ SCHEMA = {
                "string_has_no_high_chars": int, "string_high_chars_known": int, "kind": str,
                # Mono's lock word
                "status_mask": int, "status_hash": int, "status_inflated": int, "owner_shift": int, "hash_shift": int},
-    "type_desc": {"kind_mask": int, "template_method_table": int, "argument": int},
+    "type_desc": {"kind_mask": int, "template_method_table": int, "argument": int, "template_relative": int},
 }
 PROFILE_KEYS = {"name", "flavor", "arch", "baseline", "pointer_size", "endian", "versions", "sources",
                 "verified", "abstract", "kind"}

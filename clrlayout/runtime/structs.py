@@ -45,6 +45,26 @@ class Utf16(Adapter):
         return obj.encode("utf-16-le", "surrogatepass")
 
 
+class SelfRelative(Adapter):
+    """A self-relative pointer field (``RelativePointer<T>``): parsed to the address it points at, from the
+    structure's own address, which the parse is given as ``address=`` (0 stays 0: null)."""
+
+    def __init__(self, subcon, offset: int):
+        super().__init__(subcon)
+        self.offset = offset
+        self.mask = (1 << (8 * subcon.sizeof())) - 1
+
+    def _decode(self, obj, context, path):
+        if obj == 0:
+            return 0
+        return (context._params.address + self.offset + obj) & self.mask
+
+    def _encode(self, obj, context, path):
+        if obj == 0:
+            return 0
+        return (obj - context._params.address - self.offset) & self.mask
+
+
 class ClrStructs:
     """The structs of one profile.  Cached per profile: ``ClrStructs.of(profile)``."""
 
@@ -57,6 +77,7 @@ class ClrStructs:
         self.Pointer = self.UInt64 if profile.pointer_size == 8 else self.UInt32
         self._types = {"uint8": Int8ul, "uint16": self.UInt16, "uint32": self.UInt32, "int32": self.UInt32,
                        "uint64": self.UInt64, "pointer": self.Pointer}
+        #: the MethodTable up to its vtable; parse with ``address=`` (self-relative fields need it)
         self.method_table = self._method_table() if profile.method_table is not None else None
         self.object_header = self._object_header()
         self.string_prefix = self._string_prefix()
@@ -76,7 +97,8 @@ class ClrStructs:
         for f in sorted(mt.fields.values(), key=lambda f: f.offset):
             if f.offset > pos:
                 items.append(Padding(f.offset - pos))
-            items.append(f.name / self._types[f.type])
+            kind = SelfRelative(self.Pointer, f.offset) if f.type == "relative_pointer" else self._types[f.type]
+            items.append(f.name / kind)
             pos = f.offset + f.size
         if mt.size > pos:
             items.append(Padding(mt.size - pos))

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from construct import Array, ConstructError, Int8ul, Int16ul, Int32ul, Int64ul, Padding, Struct
+from construct import Array, ConstructError, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Padding, Struct
 
 from ..runtime.profiles import formats_dir, read_toml, version_matches
 
@@ -60,6 +60,12 @@ class TypeSystemLayout:
         self.element_types = element_types
         self.pointer_size = pointer_size
         ptr = Int64ul if pointer_size == 8 else Int32ul
+        #: RelativePointer<T> of runtimes built with FEATURE_PREJIT (2.x): the EEClass's MethodTable and
+        #: FieldDesc list and a FieldDesc's enclosing MethodTable are stored as deltas from the field itself
+        self.relative = bool(eeclass.get("relative_pointers"))
+        self.pointer_mask = (1 << (8 * pointer_size)) - 1
+        if self.relative:
+            ptr = Int64sl if pointer_size == 8 else Int32sl
         fd = field_desc
         self.field_desc_struct = _at(fd["size"], [("enclosing", fd["enclosing_method_table"], ptr),
                                                    ("dword1", fd["dword1"], Int32ul),
@@ -85,22 +91,36 @@ class TypeSystemLayout:
             c = self.eeclass_struct.parse(data)
         except ConstructError:
             return "EEClass not in the dump"
-        if c.method_table != canonical_mt:
+        method_table = self._pointer(c.method_table, address + self.eeclass["method_table"])
+        if method_table != canonical_mt:
             return "EEClass does not point back at its MethodTable (layout of another runtime?)"
         if "num_instance" in c:
             counts = (c.num_instance, c.num_static, c.num_thread_static)
         else:
-            if c.fields_are_packed:
-                return "EEClass counts are bit-packed (an NGEN image): not read"
-            words = space.try_read(address + c.fixed_fields_size, 4 * self.count_count)
-            if words is None:
-                return "EEClass field counts not in the dump"
-            array = Array(self.count_count, Int32ul).parse(words)
             index = self.eeclass["count_index"]
+            if c.fields_are_packed:
+                packed = self.eeclass.get("packed_fields")
+                if packed is None:
+                    return "EEClass counts are bit-packed (an NGEN image): no packed layout for this runtime"
+                words = space.read_available(address + c.fixed_fields_size, packed["max_bytes"])
+                array = unpack_fields(words, self.count_count, packed["length_bits"])
+            else:
+                words = space.try_read(address + c.fixed_fields_size, 4 * self.count_count)
+                if words is None:
+                    return "EEClass field counts not in the dump"
+                array = Array(self.count_count, Int32ul).parse(words)
             counts = (array[index["instance"]], array[index["static"]], array[index["thread_static"]])
         if max(counts) > MAX_FIELDS:
             return "implausible field count in the EEClass"
-        return ClassData(address, counts[0], counts[1], counts[2], c.base_size_padding, c.field_desc_list)
+        field_desc_list = self._pointer(c.field_desc_list, address + self.eeclass["field_desc_list"])
+        return ClassData(address, counts[0], counts[1], counts[2], c.base_size_padding, field_desc_list)
+
+    def _pointer(self, value: int, at: int) -> int:
+        """A pointer field's target: the value itself, or for a self-relative one the field's address plus it
+        (0 is null either way)."""
+        if not self.relative or value == 0:
+            return value
+        return (at + value) & self.pointer_mask
 
     def read_field_descs(self, space, first: int, count: int) -> list[FieldDescRecord] | None:
         """``count`` FieldDescs from ``first`` (None when they are not all in the dump)."""
@@ -114,13 +134,33 @@ class TypeSystemLayout:
             fd = self.field_desc_struct.parse(data[i * size : (i + 1) * size])
             d1, d2 = fd.dword1, fd.dword2
             rid = d1 & (b["token_mask"] if d1 & b["requires_full_token"] else b["short_token_mask"])
-            out.append(FieldDescRecord(first + i * size, fd.enclosing, 0x04000000 | rid, d2 & b["offset_mask"],
+            at = first + i * size
+            enclosing = self._pointer(fd.enclosing, at + self.field_desc["enclosing_method_table"])
+            out.append(FieldDescRecord(at, enclosing, 0x04000000 | rid, d2 & b["offset_mask"],
                                        d2 >> b["type_shift"], bool(d1 & b["is_static"]),
                                        bool(d1 & b["is_thread_local"]), bool(d1 & b["is_rva"])))
         return out
 
     def is_real_offset(self, offset: int) -> bool:
         return offset <= self.bits["last_real_offset"]
+
+
+def unpack_fields(data: bytes, count: int, length_bits: int) -> list[int]:
+    """The first ``count`` values of a packed DWORD-field stream (``PackedDWORDFields``, an NGEN image's
+    EEClass): bits read from the lowest up across little-endian DWORDs, each value a ``length_bits``-bit length
+    (minus 1) and then that many bits.  Values the bytes do not reach are 0xFFFFFFFF (not believable)."""
+    stream = int.from_bytes(data, "little")
+    total = 8 * len(data)
+    out, at = [], 0
+    for _ in range(count):
+        if at + length_bits > total:
+            out.append(0xFFFFFFFF)
+            continue
+        length = ((stream >> at) & ((1 << length_bits) - 1)) + 1
+        at += length_bits
+        out.append((stream >> at) & ((1 << length) - 1) if at + length <= total else 0xFFFFFFFF)
+        at += length
+    return out
 
 
 def _at(size: int, items: list) -> Struct:
@@ -148,7 +188,7 @@ def type_system_layout(flavor: str, arch: str, os: str, version: tuple[int, ...]
     """The layout for a runtime, or a sentence saying why there is none."""
     data = _data(str(directory or formats_dir()))
     if flavor != "coreclr":
-        return f"field layouts are known for CoreCLR (.NET Core 3.0 to .NET 10), not for {flavor}"
+        return f"field layouts are known for CoreCLR (.NET Core 2.x to .NET 10), not for {flavor}"
     if version is None:
         return "field layouts need the runtime's version, which the dump does not give"
     shown = ".".join(map(str, version))

@@ -124,13 +124,11 @@ class TypeNames:
     def _assembly(self, address: int, depth: int, why: list) -> str | None:
         """The simple name of the assembly of the type at ``address`` (an array's is its element's)."""
         if address & 2 and self.profile.type_desc and depth < MAX_DEPTH:  # its template's or its argument's
-            ptr = self.profile.pointer_size
-            data = self.space.try_read(address & ~3, ptr * 3)
-            if data is None:
+            fields = self._type_desc(address & ~3)
+            if fields is None:
                 return None
-            kind = int.from_bytes(data[:4], "little") & self.profile.type_desc["kind_mask"]
-            slot = "template_method_table" if kind in (0x14, 0x1D) else "argument"
-            inner = int.from_bytes(data[self.profile.type_desc[slot] * ptr :][:ptr], "little")
+            kind, template, arg = fields
+            inner = template if kind in (0x14, 0x1D) else arg
             return self._assembly(inner, depth + 1, why) if inner else None
         raw = self._raw(address)
         if raw is None:
@@ -147,6 +145,12 @@ class TypeNames:
         if image is None:
             why.append(self.images.failures.get(module, "module's image not found") if module else "no module")
         return image
+
+    def _is_interface(self, raw) -> bool:
+        """An interface's MethodTable: never an object's, so not one the heap's checks accept (2.x gives it
+        BaseSize 0), but an array's element type or a type argument may be one."""
+        f = self._flags
+        return not raw.has_component_size and raw.m_dwFlags & f["Category_Mask"] == f["Category_Interface"]
 
     def _is_array(self, raw) -> bool:
         f = self._flags
@@ -165,10 +169,10 @@ class TypeNames:
             return self._type_desc_name(address & ~3, depth, why, reflection)
         mt = self.mts.get(address)
         raw = self._raw(address)
-        if mt is None or raw is None:
+        if raw is None or (mt is None and not self._is_interface(raw)):
             why.append("unreadable MethodTable")
             return None
-        if mt.kind == "free":
+        if mt is not None and mt.kind == "free":
             return "Free"
         if self._is_array(raw):
             element = self._name(raw.get("m_pPerInstInfo", 0), depth + 1, why, reflection)
@@ -197,16 +201,27 @@ class TypeNames:
                 name += "[" + ",".join(f"[{a}]" for a in args) + "]"
         return name
 
-    def _type_desc_name(self, address: int, depth: int, why: list, reflection: bool) -> str | None:
+    def _type_desc(self, address: int) -> tuple[int, int, int] | None:
+        """A ParamTypeDesc's kind (CorElementType), template MethodTable and argument type handle."""
         spec = self.profile.type_desc
         ptr = self.profile.pointer_size
         data = self.space.try_read(address, ptr * 3) if spec else None
         if data is None:
-            why.append("type argument that is not a MethodTable")
             return None
         kind = int.from_bytes(data[:4], "little") & spec["kind_mask"]
-        template = int.from_bytes(data[spec["template_method_table"] * ptr :][:ptr], "little")
+        at = spec["template_method_table"] * ptr
+        template = int.from_bytes(data[at : at + ptr], "little")
+        if template and spec.get("template_relative"):  # a self-relative pointer (2.x)
+            template = (address + at + template) & ((1 << (8 * ptr)) - 1)
         arg = int.from_bytes(data[spec["argument"] * ptr :][:ptr], "little")
+        return kind, template, arg
+
+    def _type_desc_name(self, address: int, depth: int, why: list, reflection: bool) -> str | None:
+        fields = self._type_desc(address)
+        if fields is None:
+            why.append("type argument that is not a MethodTable")
+            return None
+        kind, template, arg = fields
         if kind in (0x14, 0x1D) and template:  # ARRAY, SZARRAY: the array's MethodTable names it
             return self._name(template, depth + 1, why, reflection)
         if kind in (0x0F, 0x10) and arg:  # PTR, BYREF

@@ -6,7 +6,7 @@
 // while a dump of it is written.  clrlayout's tests compare what they decode from the dump with this file.
 //
 // Compiled with Debian's Mono C# compiler and run by CoreCLR (see sample_dumps/make_dumps.py):
-//   mcs -unsafe -target:exe -out:strings.dll Program.cs
+//   mcs -unsafe -target:exe -out:strings.dll Program.cs ../common/TargetRuntime.cs
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -108,7 +108,7 @@ static class Program
         // 4. The truth file, written line by line (a single big string would fill the heap being dumped).
         var truth = new StreamWriter(truthPath, false, new UTF8Encoding(false));
         truth.Write("{\n");
-        truth.Write("  \"runtime_version\": \"{0}\",\n", Environment.Version);
+        truth.Write("  \"runtime_version\": \"{0}\",\n", TargetRuntime.Version());
         truth.Write("  \"os_version\": \"{0}\",\n", Environment.OSVersion.ToString().Replace("\\", "/").Replace("\"", "'"));
         truth.Write("  \"pid\": {0},\n", Process.GetCurrentProcess().Id);
         truth.Write("  \"pointer_size\": {0},\n", ptr);

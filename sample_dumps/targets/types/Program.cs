@@ -4,7 +4,7 @@
 // instance field with its declaring type, declared type, token and value, array elements) to a JSON
 // "truth" file, prints "READY <pid>" and waits on stdin while it is dumped.
 //
-//   mcs -unsafe -target:exe -out:types.dll Program.cs
+//   mcs -unsafe -target:exe -out:types.dll Program.cs ../common/TargetRuntime.cs
 //
 // Values are written so that a test can compare them exactly: integers in decimal, bool true/false, char
 // as U+XXXX, floats as the hex of their bits, references as the address of the object (or null),
@@ -210,7 +210,7 @@ static class Program
         for (int i = 0; i < objects.Length; i++) lines.Add("    " + Describe("object" + i, objects[i]));
         var truth = new StreamWriter(truthPath, false, new UTF8Encoding(false));
         truth.Write("{\n");
-        truth.Write("  \"runtime_version\": \"{0}\",\n", Environment.Version);
+        truth.Write("  \"runtime_version\": \"{0}\",\n", TargetRuntime.Version());
         truth.Write("  \"pid\": {0},\n", Process.GetCurrentProcess().Id);
         truth.Write("  \"pointer_size\": {0},\n", IntPtr.Size);
         truth.Write("  \"objects\": [\n");
