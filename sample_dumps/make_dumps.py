@@ -91,13 +91,14 @@ class Kind:
 
 KINDS = [Kind("3.1.23", "linux-x64"), Kind("3.1.23", "linux-x64", True), Kind("3.1.23", "win-x64"),
          Kind("3.1.23", "win-x86"), Kind("3.1.23", "win-x86", True)]
-KINDS += [Kind("2.2.5", "linux-x64"), Kind("2.2.5", "linux-x64", True)]
+KINDS += [Kind("2.1.8", "win-x86"), Kind("2.2.5", "linux-x64"), Kind("2.2.5", "linux-x64", True)]
 KINDS += [Kind(v, p, server) for v in ("8.0.4", "10.0.0") for p, server in
           (("linux-x64", False), ("linux-x64", True), ("win-x64", False))]
 KINDS += [Kind("10.0.13", "linux-x64", single_file=True)]
-# the types target on Windows x64, trimmed with --types: the Windows EEClass layouts of 3.0-8 checked against
-# reflection on every test run (Linux ones are checked against the DAC on fresh cores)
+# the types target on Windows, trimmed with --types: the Windows EEClass layouts (x64 3.0-8, x86 2.x and 3.0-8)
+# checked against reflection on every test run (Linux ones are checked against the DAC on fresh cores)
 KINDS += [Kind(v, "win-x64", target="types") for v in ("3.1.23", "8.0.4")]
+KINDS += [Kind(v, "win-x86", target="types") for v in ("2.1.8", "3.1.23")]
 BY_KEY = {k.key: k for k in KINDS}
 
 

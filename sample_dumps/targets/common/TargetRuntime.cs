@@ -4,17 +4,21 @@ using System;
 static class TargetRuntime
 {
     // The runtime's version as clrlayout names it: Environment.Version from .NET Core 3.0 on; .NET Core 2.x
-    // reports 4.0.30319.42000 there.  Its host (hostpolicy) gives the product version as the runtime property
-    // FX_PRODUCT_VERSION; without a host (sample_dumps/corehost.py), CoreLib's informational version names the
-    // release branch ("4.6.27617.05 @BuiltBy: ... @Branch: release/2.2 @SrcCode: ...").
+    // reports 4.0.30319.42000 there.  The shared framework's folder, where the host found CoreLib, is named
+    // after its version (...\Microsoft.NETCore.App\2.1.8\); a self-contained app's folder is not (2.2.5 under
+    // sample_dumps/corehost.py): then CoreLib's informational version names the release branch
+    // ("4.6.27617.05 @BuiltBy: ... @Branch: release/2.2 @SrcCode: ...").
     public static string Version()
     {
         Version v = Environment.Version;
         if (v.Major != 4)
             return v.ToString();
-        string product = AppContext.GetData("FX_PRODUCT_VERSION") as string;
-        if (!string.IsNullOrEmpty(product))
-            return product;
+        string dir = System.IO.Path.GetDirectoryName(typeof(object).Assembly.Location) ?? "";
+        string folder = System.IO.Path.GetFileName(dir);
+        Version parsed;
+        if (System.IO.Path.GetFileName(System.IO.Path.GetDirectoryName(dir) ?? "") == "Microsoft.NETCore.App"
+                && folder.Split('.').Length == 3 && System.Version.TryParse(folder, out parsed))
+            return folder;
         foreach (object a in typeof(object).Assembly.GetCustomAttributes(
                      typeof(System.Reflection.AssemblyInformationalVersionAttribute), false))
         {
