@@ -2,6 +2,7 @@
 """Benchmark: clrlayout against `strings -el` on the same dump, in one run, alternating.
 
     python bench/run_bench.py DUMP [DUMP ...] [--runs 5] [--verify]
+    python bench/run_bench.py DUMP --jobs-scaling 1,2,3,4     # how the shared walk scales with --jobs
 
 For each dump, each round runs, in turn: `cat DUMP > /dev/null` (the machine's read speed, so that figures
 from two machines compare), `strings -el DUMP > /dev/null`, `clrlayout stats DUMP --type System.String`, `clrlayout stats DUMP`
@@ -73,12 +74,55 @@ def main() -> int:
     ap.add_argument("dumps", nargs="+", metavar="DUMP")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--jobs-scaling", metavar="N,N,...", default=None,
+                    help="instead: time stats and dump --format jsonl with each --jobs N (and check that every N "
+                         "gives the same output)")
     args = ap.parse_args()
     print(f"machine: {machine()}")
     failed = 0
     for dump in args.dumps:
-        failed += bench(dump, args.runs, args.verify)
+        if args.jobs_scaling:
+            failed += scaling(dump, args.runs, [int(n) for n in args.jobs_scaling.split(",")])
+        else:
+            failed += bench(dump, args.runs, args.verify)
     return 1 if failed else 0
+
+
+def rounds(dump: str, commands: dict, runs: int) -> tuple[dict, dict]:
+    """``runs`` alternating rounds of every command on a warm page cache: wall times and peak RSS by key."""
+    times: dict = {k: [] for k in commands}
+    rss: dict = {k: 0 for k in commands}
+    subprocess.run(["cat", dump], stdout=subprocess.DEVNULL, check=True)  # the same warm page cache for all
+    for _ in range(runs):
+        for key, cmd in commands.items():
+            t, r = timed(cmd)
+            times[key].append(t)
+            rss[key] = max(rss[key], r)
+    return times, rss
+
+
+def scaling(dump: str, runs: int, jobs: list[int]) -> int:
+    """How the shared walk scales with the number of processes: median wall time of `stats --type
+    System.String` and `dump --format jsonl` per --jobs N, alternating, and the output digest of each N."""
+    commands = {}
+    for n in jobs:
+        commands[("stats", n)] = CLRLAYOUT + ["stats", dump, "--type", "System.String", "-q", "--jobs", str(n)]
+        commands[("dump --format jsonl", n)] = CLRLAYOUT + ["dump", dump, "-q", "--format", "jsonl", "--jobs", str(n)]
+    times, rss = rounds(dump, commands, runs)
+    print(f"\ndump: {dump}, {os.path.getsize(dump):,} bytes; {runs} alternating rounds, median wall time:\n")
+    print("| command | --jobs | median s | runs (s) | vs --jobs 1 | peak RSS MiB (largest process) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name in ("stats", "dump --format jsonl"):
+        one = statistics.median(times[(name, jobs[0])])
+        for n in jobs:
+            m = statistics.median(times[(name, n)])
+            print(f"| `{name}` | {n} | {m:.2f} | {' '.join(f'{t:.2f}' for t in times[(name, n)])} | "
+                  f"{one / m:.2f}x | {rss[(name, n)] / 1024:.0f} |")
+    digests = {n: digest(dump, extra=["--jobs", str(n)]) for n in jobs}
+    same = len(set(digests.values())) == 1
+    print(f"\nverify: {next(iter(digests.values()))[0]:,} strings; output of every --jobs "
+          f"{'the same' if same else 'DIFFERENT'}")
+    return 0 if same else 1
 
 
 def bench(dump: str, runs: int, verify: bool) -> int:
@@ -100,14 +144,7 @@ def bench(dump: str, runs: int, verify: bool) -> int:
     }
     commands["clrlayout stats --jobs 1"] = commands["clrlayout stats"] + ["--jobs", "1"]
     commands["clrlayout dump --format jsonl --jobs 1"] = commands["clrlayout dump --format jsonl"] + ["--jobs", "1"]
-    times: dict = {k: [] for k in commands}
-    rss: dict = {k: 0 for k in commands}
-    subprocess.run(["cat", dump], stdout=subprocess.DEVNULL, check=True)  # the same warm page cache for all
-    for _ in range(runs):
-        for name, cmd in commands.items():
-            t, r = timed(cmd)
-            times[name].append(t)
-            rss[name] = max(rss[name], r)
+    times, rss = rounds(dump, commands, runs)
     print(f"\ndump: {dump}, {size:,} bytes, {count:,} strings")
     print(f"{runs} alternating rounds, median wall time:\n")
     base = statistics.median(times["strings -el"])

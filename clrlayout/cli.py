@@ -60,9 +60,9 @@ def warn(message: str) -> None:
 # --- shared options ---------------------------------------------------------------------------------
 
 jobs_option = click.option(
-    "--jobs", type=click.IntRange(min=1, max=2), default=None,
-    help="Processes that share the heap walk (default: 2 for heaps of 64 MB or more on a machine with two "
-         "cores). The results are the same either way.")
+    "--jobs", type=click.IntRange(min=1, max=64), default=None,
+    help="Processes that share the heap walk (default: one per core available and per 64 MB of heap, so 1 "
+         "for heaps under 128 MB). The results are the same either way.")
 mt_option = click.option("--mt", type=ADDRESS, default=None,
                          help="Only the objects of this MethodTable (SOS -mt). A System.String MethodTable also "
                               "serves as the String MethodTable where the dump's cannot be found.")

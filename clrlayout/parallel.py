@@ -1,24 +1,24 @@
-"""Two processes walk one heap and share the work, with the serial result byte for byte.
+"""Several processes walk one heap and share the work, with the serial result byte for byte.
 
 The heap walk is a chain, but it goes window by window, and windows have fixed bounds
 (``fastwalk.HeapSteps``).  A window can also be walked from a *guess* of where the chain enters it (the end
 of a short walk just before it), so it can be walked before the chain gets there.  So after the dump is
-opened the process forks, and the two processes claim the windows that hold dump memory in a shared table,
-each the next free ones (BLOCK at a time), and walk and format them side by side: the child from guesses,
-the parent from the real cursor when the chain reaches a free window, and from guesses while it waits for
-the child.  A window right after one the same process walked starts where that walk ended, not from a
-guess (a guess costs a short walk of its own).
+opened the process forks children (``--jobs N``: N - 1 of them), and all of them claim the windows that hold
+dump memory in a shared table, each the next free ones (BLOCK at a time), and walk and format them side by
+side: the children from guesses, the parent from the real cursor when the chain reaches a free window, and
+from guesses while it waits for a child.  A window right after one the same process walked starts where
+that walk ended, not from a guess (a guess costs a short walk of its own).
 
 The parent follows the real chain window by window.  A window whose walk started where the real cursor
 enters it is taken as it is: a step depends only on its cursor.  Any other (a wrong guess, which is rare, a
-window the chain enters in a way that no guess foresaw, or one both processes claimed at once) the parent
+window the chain enters in a way that no guess foresaw, or one two processes claimed at once) the parent
 walks again from the real cursor, or takes its own walk of it.  What is taken is written in heap order:
-the child writes its window's output when the parent gives it the turn, or drops it when told to.
-Totals, findings and whatever else a command collects come to the parent with each window and are merged
-in heap order.
+the child that walked a window writes its output when the parent gives it the turn, or drops it when told
+to.  Totals, findings and whatever else a command collects come to the parent with each window and are
+merged in heap order.
 
-If the child goes away (it is killed, or it fails), the parent walks the rest of the windows itself, so the
-output stays whole.  A parent that goes away takes the child with it.
+If a child goes away (it is killed, or it fails), the parent walks its windows itself, so the output stays
+whole.  A parent that goes away takes the children with it (their pipes close).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-MIN_HEAP_BYTES = 64 << 20  # below this a second process costs more than it saves
+MIN_HEAP_BYTES = 64 << 20  # heap bytes per process: below this another process costs more than it saves
+MAX_JOBS = 64  # processes at most (the claim table holds one byte per window: the process that claimed it)
 
 
 @dataclass
@@ -48,22 +49,30 @@ class StepOutput:
     extra: object = None
 
 
-def can_share(analysis, jobs: int | None, writes: bool = True) -> bool:
-    """Whether to use two processes: asked for (``jobs``), or by default for a big heap on a machine with
-    two cores.  Needs fork, the exact heap walk and, for output, a real stdout (not a test's capture)."""
+def can_share(analysis, jobs: int | None, writes: bool = True) -> int:
+    """How many processes walk the heap: ``jobs`` if asked for, else by default one per core available
+    and per MIN_HEAP_BYTES of heap (1: this process alone).  More than one needs fork, the exact heap walk
+    and, for output, a real stdout (not a test's capture)."""
     if jobs is not None and jobs < 2:
-        return False
+        return 1
     if not hasattr(os, "fork") or not analysis.windowed:
-        return False
+        return 1
     if writes:
         try:
             sys.stdout.fileno()
         except (AttributeError, OSError, ValueError):
-            return False
+            return 1
     if jobs is None:
         heap = sum(seg.size for seg in analysis.heap.segments)
-        return (os.cpu_count() or 1) >= 2 and heap >= MIN_HEAP_BYTES
-    return True
+        jobs = min(_cores(), heap // MIN_HEAP_BYTES, MAX_JOBS)
+    return max(1, min(jobs, MAX_JOBS))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def write_out(data) -> None:
@@ -85,38 +94,47 @@ def write_out(data) -> None:
             raise OutputError(f"cannot write the output: {e.strerror or e}") from None
 
 
-def run_steps(analysis, render: Callable, *, share: bool = False, progress=None,
+def run_steps(analysis, render: Callable, *, share: int = 1, progress=None,
               on_found: Callable[[int], None] = lambda n: None,
               absorb: Callable[[object], None] = lambda extra: None) -> tuple[int, int, int]:
     """Every step of the heap walk: ``render(window) -> StepOutput`` (its strings' findings go to
-    ``analysis.findings``), its data written to stdout and its extra absorbed, in heap order.  With
-    ``share``, two processes do it.  Returns the totals (count, SOS size, aligned size)."""
+    ``analysis.findings``), its data written to stdout and its extra absorbed, in heap order.  ``share``
+    processes do it (1: this one alone).  Returns the totals (count, SOS size, aligned size)."""
     merger = _Merger(analysis, on_found, absorb, progress)
     steps = analysis.heap_steps()
-    if not share:
+    plan = list(steps.plan()) if share > 1 else []
+    children = min(int(share) - 1, len(plan) - 1, MAX_JOBS - 1) if share > 1 else 0
+    if children < 1:
         _alone(analysis, steps, render, merger, steps.first())
         return merger.totals()
-    plan = list(steps.plan())
-    claims = mmap.mmap(-1, max(1, len(plan)))  # shared by the two processes: who walks each window
-    if plan:
-        claims[0] = _PARENT  # the first window is the parent's, walked from the chain's first cursor
+    claims = mmap.mmap(-1, len(plan))  # shared by the processes: who walks each window
+    claims[0] = _PARENT  # the first window is the parent's, walked from the chain's first cursor
     sys.stdout.flush()
     sys.stderr.flush()
-    to_child_r, to_child_w = os.pipe()
-    to_parent_r, to_parent_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(to_child_w)
-        os.close(to_parent_r)
-        _child(analysis, steps, render, _Channel(to_child_r, to_parent_w), plan, claims)
-    os.close(to_child_r)
-    os.close(to_parent_w)
-    channel = _Channel(to_parent_r, to_child_w)
+    channels: dict[int, _Channel] = {}
+    pids = []
     try:
-        _Parent(analysis, steps, render, merger, channel, plan, claims).run()
+        for k in range(children):
+            who = _CHILD + k
+            to_child_r, to_child_w = os.pipe()
+            to_parent_r, to_parent_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # a child: never returns
+                for other in channels.values():  # the parent's ends of the other children's pipes
+                    other.close()
+                os.close(to_child_w)
+                os.close(to_parent_r)
+                _child(analysis, steps, render, _Channel(to_child_r, to_parent_w), plan, claims, who)
+            pids.append(pid)
+            os.close(to_child_r)
+            os.close(to_parent_w)
+            channels[who] = _Channel(to_parent_r, to_child_w)
+        _Parent(analysis, steps, render, merger, channels, plan, claims).run()
     finally:
-        channel.close()
-        _reap(pid)
+        for channel in channels.values():
+            channel.close()
+        for pid in pids:
+            _reap(pid)
         claims.close()
     return merger.totals()
 
@@ -217,26 +235,26 @@ def _alone(analysis, steps, render, merger: _Merger, cursor) -> None:
         cursor = r.nxt
 
 
-AHEAD = 3  # windows a process walks ahead of the chain while it waits for the other (bounds memory)
+AHEAD = 3  # windows a process walks ahead of the chain while it waits for the others (bounds memory)
 BLOCK = 4  # windows claimed at once: all but the first are walked from where the walk before ended, not a guess
-_FREE, _PARENT, _CHILD = 0, 1, 2  # a window's entry in the claim table
+_FREE, _PARENT, _CHILD = 0, 1, 2  # a window's entry in the claim table: the first child's is _CHILD, then up
 
 
 class _Parent:
     """Follows the real chain over the windows of ``plan``.  A window nobody has claimed when the chain
-    gets there, the parent claims and walks from the real cursor.  A window the child claimed comes from
-    the child, and one the parent claimed ahead of the chain (while it waited for the child) from there:
-    either is taken if it started where the chain enters it, and walked again here if not."""
+    gets there, the parent claims and walks from the real cursor.  A window a child claimed comes from that
+    child, and one the parent claimed ahead of the chain (while it waited for a child) from there: either
+    is taken if it started where the chain enters it, and walked again here if not."""
 
-    def __init__(self, analysis, steps, render, merger: _Merger, channel: "_Channel", plan: list, claims):
+    def __init__(self, analysis, steps, render, merger: _Merger, channels: dict, plan: list, claims):
         self.analysis, self.steps, self.render, self.merger = analysis, steps, render, merger
-        self.channel, self.plan, self.claims = channel, plan, claims
+        self.channels, self.plan, self.claims = channels, plan, claims
         self.mine: set[int] = {0} if plan else set()  # windows this process claimed
         self.ahead: dict[int, _Result | None] = {}  # own windows walked ahead, by plan index
         self.pending: list[int] = []  # own windows claimed to walk ahead, not walked yet
-        self.theirs: dict[int, _Result | None] = {}  # the child's results not yet taken, by plan index
+        self.theirs: dict[tuple[int, int], _Result | None] = {}  # children's results not yet taken: (child, index)
         self.passed = 0  # the chain is past the windows before this plan index
-        self.written = 0  # the child's windows it has written
+        self.written = dict.fromkeys(channels, 0)  # windows each child has written
         self.next_free = 1  # where to look for a window to claim
 
     def run(self) -> None:
@@ -259,10 +277,11 @@ class _Parent:
             cursor = r.nxt
 
     def _taken(self, idx: int, cursor) -> _Result | None:
-        """Window ``idx``, walked from ``cursor``, if the child or the parent has already walked it so."""
-        if idx not in self.mine and not self.channel.broken and self.claims[idx] == _CHILD:
-            return self._childs(idx, cursor)
-        if idx not in self.mine:  # nobody's yet: walked here (the child may have claimed it meanwhile)
+        """Window ``idx``, walked from ``cursor``, if a child or the parent has already walked it so."""
+        owner = self.claims[idx]
+        if idx not in self.mine and owner in self.channels and not self.channels[owner].broken:
+            return self._childs(owner, idx, cursor)
+        if idx not in self.mine:  # nobody's yet (or a child's that has gone): walked here
             self._claim(idx)
             return None
         r = self.ahead.pop(idx, None)
@@ -271,19 +290,19 @@ class _Parent:
         write_out(r.out.data)
         return r
 
-    def _childs(self, idx: int, cursor) -> _Result | None:
-        if not self._wait(lambda: idx in self.theirs, idx):
+    def _childs(self, owner: int, idx: int, cursor) -> _Result | None:
+        if not self._wait(lambda: (owner, idx) in self.theirs, owner, idx):
             return None  # the child has gone
-        r = self.theirs.pop(idx)
+        r = self.theirs.pop((owner, idx))
         if r is None:
             return None  # it made no guess
         if r.start != cursor:
-            self._verdict(idx, r, b"X")
+            self._verdict(owner, r, idx, b"X")
             return None
         if r.has_data:  # the child writes it
-            self._verdict(idx, r, b"T")
-            written = self.written
-            if not self._wait(lambda: self.written > written, idx):
+            self._verdict(owner, r, idx, b"T")
+            written = self.written[owner]
+            if not self._wait(lambda: self.written[owner] > written, owner, idx):
                 return None  # the child went away before it had written it
         return r
 
@@ -291,33 +310,47 @@ class _Parent:
         """The chain is past window ``idx``: what was walked of it and not taken goes."""
         self.passed = idx + 1
         self.ahead.pop(idx, None)
-        if idx in self.theirs:
-            self._verdict(idx, self.theirs.pop(idx), b"X")
+        for key in [k for k in self.theirs if k[1] == idx]:
+            self._verdict(key[0], self.theirs.pop(key), idx, b"X")
 
     def _claim(self, idx: int) -> None:
         self.mine.add(idx)
         self.claims[idx] = _PARENT
 
-    def _wait(self, done: Callable[[], bool], idx: int) -> bool:
-        """Hear the child until ``done()``, walking unclaimed windows after ``idx`` while it has nothing
-        to say.  False: the child has gone."""
+    def _wait(self, done: Callable[[], bool], owner: int, idx: int) -> bool:
+        """Hear the children until ``done()``, walking unclaimed windows after ``idx`` while none has
+        anything to say.  False: the child ``owner`` that ``done`` waits for has gone."""
         while not done():
-            if self.channel.broken:
+            if self.channels[owner].broken:
                 return False
-            if not self.channel.ready() and self._walk_ahead(idx):
+            ready = self._ready(0)
+            if not ready and self._walk_ahead(idx):
                 continue
-            got = self.channel.message(b"RS")
-            if got is None:
-                return False
-            if got[0] == b"S":
-                self.written += 1
-                continue
-            j, r = got[1]
-            if j < self.passed or j in self.mine:  # the chain is past it, or the parent walked it too
-                self._verdict(j, r, b"X")
-            else:
-                self.theirs[j] = r
+            for who in ready or self._ready(None):
+                self._hear(who)
         return True
+
+    def _ready(self, timeout: float | None) -> list[int]:
+        """The children with a message begun (or gone), waiting up to ``timeout`` (None: until one has)."""
+        live = {c.reader: who for who, c in self.channels.items() if not c.broken}
+        if not live:
+            return []
+        return [live[fd] for fd in select.select(list(live), [], [], timeout)[0]]
+
+    def _hear(self, who: int) -> None:
+        """One message of child ``who``: a window walked (R) or a window's output written (S)."""
+        channel = self.channels[who]
+        got = channel.message(b"RS")
+        if got is None:
+            return  # gone: what it claimed, the parent walks
+        if got[0] == b"S":
+            self.written[who] += 1
+            return
+        j, r = got[1]
+        if j < self.passed or j in self.mine or self.claims[j] != who:  # past, walked here, or claimed again
+            self._verdict(who, r, j, b"X")
+        else:
+            self.theirs[(who, j)] = r
 
     def _walk_ahead(self, idx: int) -> bool:
         """Walk the next window claimed ahead of ``idx``, or claim the next unclaimed ones (BLOCK of them)
@@ -339,12 +372,12 @@ class _Parent:
         self.ahead[j] = _speculate(self.analysis, self.steps, self.render, self.plan[j], self.ahead.get(j - 1))
         return True
 
-    def _verdict(self, idx: int, r: _Result | None, kind: bytes) -> None:
+    def _verdict(self, who: int, r: _Result | None, idx: int, kind: bytes) -> None:
         if r is not None and r.has_data:
-            self.channel.send(kind, idx)
+            self.channels[who].send(kind, idx)
 
 
-def _child(analysis, steps, render, channel: "_Channel", plan: list, claims) -> None:
+def _child(analysis, steps, render, channel: "_Channel", plan: list, claims, who: int) -> None:
     """Claims the next unclaimed windows (BLOCK of them), walks each from a guess or from where its walk
     of the one before ended, and sends the results to the parent, until none is left.  Its output is written when the parent gives the turn (T) or dropped (X); between
     windows it takes the verdicts that have come, and waits for one only with AHEAD outputs kept back.
@@ -359,7 +392,7 @@ def _child(analysis, steps, render, channel: "_Channel", plan: list, claims) -> 
             if not block or block[0] != idx:
                 if claims[idx] != _FREE:
                     continue
-                block = _claim_block(claims, idx, _CHILD, len(plan))
+                block = _claim_block(claims, idx, who, len(plan))
             block.pop(0)
             r = _speculate(analysis, steps, render, plan[idx], last[1] if last[0] == idx - 1 else None)
             last = (idx, r)

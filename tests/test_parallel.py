@@ -84,6 +84,17 @@ def test_dump_shared_equals_serial(sample, fmt):
     assert shared == serial
 
 
+@pytest.mark.parametrize("sample", [m["file"] for m in manifest()][::3])
+@pytest.mark.parametrize("jobs", [3, 8])
+def test_many_processes_equal_serial(sample, jobs):
+    """More processes than cores (this machine has two): the same bytes, only sooner where cores allow."""
+    path = SAMPLES / sample
+    for args in (["dump", str(path), "--format", "jsonl"], ["stats", str(path), "--duplicates", "--top", "0"]):
+        serial = run(args, 1)
+        assert serial[0] == 0
+        assert run(args, jobs) == serial
+
+
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
 def test_stats_shared_equals_serial(sample):
     path = SAMPLES / sample
@@ -132,8 +143,8 @@ def test_clean_heap_gives_no_warning_with_one_or_two_processes(tmp_path):
     for args in (["dump", str(path), "--format", "jsonl", "--strict"], ["stats", str(path), "--type", "System.String", "--strict"]):
         serial = run(args, 1)
         assert serial[0] == 0 and serial[2] == b"", serial[2]
-        for _ in range(3):
-            assert run(args, 2) == serial
+        for jobs in (2, 2, 2, 4):
+            assert run(args, jobs) == serial
 
 
 CHILD_DIES = """
@@ -157,17 +168,19 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.parametrize("jobs", [2, 4])
 @pytest.mark.parametrize("where", ["_walk", "_render"])
 @pytest.mark.parametrize("fmt", ["jsonl", "table"])
-def test_child_that_dies_is_replaced(fmt, where, tmp_path):
-    """The parent does the steps the child owed: the output stays whole and in order."""
+def test_child_that_dies_is_replaced(fmt, where, jobs, tmp_path):
+    """The parent does the steps the children owed (every child dies at its third step): the output stays
+    whole and in order."""
     code = f"WHERE = {where!r}\n" + CHILD_DIES
     path = anomalous_dump(tmp_path)
     args = ["dump", str(path), "--format", fmt]
-    assert run(args, 2, code=code) == run(args, 1)
+    assert run(args, jobs, code=code) == run(args, 1)
     sample = SAMPLES / manifest()[0]["file"]
     args = ["stats", str(sample), "--duplicates"]
-    assert run(args, 2, code=code) == run(args, 1)
+    assert run(args, jobs, code=code) == run(args, 1)
 
 
 WRONG_GUESSES = """
@@ -190,16 +203,17 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.parametrize("jobs", [2, 4])
 @pytest.mark.parametrize("fmt", ["jsonl", "table"])
-def test_wrong_guesses_are_walked_again(fmt, tmp_path):
+def test_wrong_guesses_are_walked_again(fmt, jobs, tmp_path):
     """A window walked from a wrong guess (or with none) is not taken: the parent walks it again from the
     real cursor, so the output is still the serial one."""
     path = anomalous_dump(tmp_path)
     args = ["dump", str(path), "--format", fmt]
-    assert run(args, 2, code=WRONG_GUESSES) == run(args, 1)
+    assert run(args, jobs, code=WRONG_GUESSES) == run(args, 1)
     sample = SAMPLES / manifest()[1]["file"]
     for args in (["dump", str(sample), "--format", fmt], ["stats", str(sample), "--type", "System.String", "--format", "json"]):
-        assert run(args, 2, code=WRONG_GUESSES) == run(args, 1)
+        assert run(args, jobs, code=WRONG_GUESSES) == run(args, 1)
 
 
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
@@ -245,21 +259,22 @@ class Blind:  # the child sees every window as unclaimed: both processes walk th
             f.write(f"{i} ")
 
 
-parallel._child = lambda analysis, steps, render, channel, plan, claims: real(
-    analysis, steps, render, channel, plan, Blind(claims))
+parallel._child = lambda analysis, steps, render, channel, plan, claims, who: real(
+    analysis, steps, render, channel, plan, Blind(claims), who)
 sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.parametrize("jobs", [2, 3])
 @pytest.mark.parametrize("fmt", ["jsonl", "table"])
-def test_windows_walked_twice_are_taken_once(fmt, tmp_path):
-    """When both processes claim the same window (a race on the claim table), one result is taken and the
-    other dropped: the output is still the serial one."""
+def test_windows_walked_twice_are_taken_once(fmt, jobs, tmp_path):
+    """When several processes claim the same window (a race on the claim table), one result is taken and
+    the others dropped: the output is still the serial one."""
     path = anomalous_dump(tmp_path)
     log = tmp_path / "claims"
     for args in (["dump", str(path), "--format", fmt], ["stats", str(path), "--type", "System.String", "--format", "json"]):
         log.write_text("")
-        assert run(args, 2, {"BLIND_LOG": str(log)}, code=BLIND_CHILD) == run(args, 1)
+        assert run(args, jobs, {"BLIND_LOG": str(log)}, code=BLIND_CHILD) == run(args, 1)
         claimed = sorted(set(map(int, log.read_text().split())))
         # the child claimed windows in order (as many as it could before the parent was done), and did
         # not fail at its first claim
@@ -275,7 +290,7 @@ def test_progress_counts_the_heap_once(sample):
     os.environ["CLRLAYOUT_LIMITS"] = SMALL_WINDOWS
     try:
         totals = []
-        for share in (False, True):
+        for share in (1, 2, 4):
             with open_session(str(SAMPLES / sample), limits=limits_from_env()) as a:
                 seen = []
                 parallel.run_steps(a, lambda win: parallel.StepOutput(count=len(win.offsets)), share=share,
@@ -284,7 +299,7 @@ def test_progress_counts_the_heap_once(sample):
                 heap = sum(seg.size for seg in a.heap.segments)
     finally:
         del os.environ["CLRLAYOUT_LIMITS"]
-    assert totals[0] == totals[1]
+    assert totals[0] == totals[1] == totals[2]
     assert 0.9 * heap <= totals[0][0] <= heap and totals[0][1] >= 8
 
 
