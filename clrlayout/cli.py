@@ -685,7 +685,8 @@ def _type_stats(file, contains, fmt, jobs, assemblies, strict, min_size, max_siz
         if unnamed and not quiet:
             from .present.info import reasons
 
-            warn(f"{sum(unnamed.values()):,} types have no name ({reasons(unnamed)})")
+            n = sum(unnamed.values())
+            warn(f"{n:,} {'type has' if n == 1 else 'types have'} no name ({reasons(unnamed)})")
         _report(a, quiet, strict)
 
 
