@@ -45,6 +45,12 @@ class Utf16(Adapter):
         return obj.encode("utf-16-le", "surrogatepass")
 
 
+def relative_target(at: int, value: int, pointer_size: int) -> int:
+    """Where a self-relative pointer (``RelativePointer<T>`` of runtimes built with FEATURE_PREJIT: .NET Core
+    2.x) stored at ``at`` points: its own address plus the value, modulo the address space; 0 is null."""
+    return (at + value) & ((1 << (8 * pointer_size)) - 1) if value else 0
+
+
 class SelfRelative(Adapter):
     """A self-relative pointer field (``RelativePointer<T>``): parsed to the address it points at, from the
     structure's own address, which the parse is given as ``address=`` (0 stays 0: null)."""
@@ -52,17 +58,15 @@ class SelfRelative(Adapter):
     def __init__(self, subcon, offset: int):
         super().__init__(subcon)
         self.offset = offset
-        self.mask = (1 << (8 * subcon.sizeof())) - 1
+        self.size = subcon.sizeof()
 
     def _decode(self, obj, context, path):
-        if obj == 0:
-            return 0
-        return (context._params.address + self.offset + obj) & self.mask
+        return relative_target(context._params.address + self.offset, obj, self.size)
 
     def _encode(self, obj, context, path):
         if obj == 0:
             return 0
-        return (obj - context._params.address - self.offset) & self.mask
+        return relative_target(obj, -(context._params.address + self.offset), self.size)
 
 
 class ClrStructs:

@@ -17,6 +17,7 @@ from pathlib import Path
 from construct import Array, ConstructError, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Padding, Struct
 
 from ..runtime.profiles import formats_dir, read_toml, version_matches
+from ..runtime.structs import relative_target
 
 #: FieldDescs read of one class at most (the count is a WORD on .NET 9+; a bound on what a dump controls)
 MAX_FIELDS = 0xFFFF
@@ -63,7 +64,6 @@ class TypeSystemLayout:
         #: RelativePointer<T> of runtimes built with FEATURE_PREJIT (2.x): the EEClass's MethodTable and
         #: FieldDesc list and a FieldDesc's enclosing MethodTable are stored as deltas from the field itself
         self.relative = bool(eeclass.get("relative_pointers"))
-        self.pointer_mask = (1 << (8 * pointer_size)) - 1
         if self.relative:
             ptr = Int64sl if pointer_size == 8 else Int32sl
         fd = field_desc
@@ -118,9 +118,7 @@ class TypeSystemLayout:
     def _pointer(self, value: int, at: int) -> int:
         """A pointer field's target: the value itself, or for a self-relative one the field's address plus it
         (0 is null either way)."""
-        if not self.relative or value == 0:
-            return value
-        return (at + value) & self.pointer_mask
+        return relative_target(at, value, self.pointer_size) if self.relative else value
 
     def read_field_descs(self, space, first: int, count: int) -> list[FieldDescRecord] | None:
         """``count`` FieldDescs from ``first`` (None when they are not all in the dump)."""

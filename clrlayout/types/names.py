@@ -14,6 +14,7 @@ from __future__ import annotations
 
 
 from ..runtime.methodtable import MethodTables
+from ..runtime.structs import relative_target
 from .images import ManagedImages
 
 #: how deep generic arguments and array element types are followed (a bound on what a dump controls)
@@ -211,8 +212,8 @@ class TypeNames:
         kind = int.from_bytes(data[:4], "little") & spec["kind_mask"]
         at = spec["template_method_table"] * ptr
         template = int.from_bytes(data[at : at + ptr], "little")
-        if template and spec.get("template_relative"):  # a self-relative pointer (2.x)
-            template = (address + at + template) & ((1 << (8 * ptr)) - 1)
+        if spec.get("template_relative"):  # a self-relative pointer (2.x)
+            template = relative_target(address + at, template, ptr)
         arg = int.from_bytes(data[spec["argument"] * ptr :][:ptr], "little")
         return kind, template, arg
 
