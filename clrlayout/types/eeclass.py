@@ -200,4 +200,9 @@ def type_system_layout(flavor: str, arch: str, os: str, version: tuple[int, ...]
     if fd is None:
         return f"no FieldDesc layout for {pointer_size * 8}-bit processes"
     types = {int(k, 0) if isinstance(k, str) else k: v for k, v in data.get("element_types", {}).items()}
-    return TypeSystemLayout(eeclass, fd, data["field_bits"], types, pointer_size, data.get("lookup_map"))
+    lookup_map = data.get("lookup_map")
+    if lookup_map is not None:  # the FEATURE_PREJIT map of 2.x, where it applies
+        prejit = next((m for m in lookup_map.get("prejit", []) if m["pointer_size"] == pointer_size
+                       and version_matches(m["versions"], version)), None)
+        lookup_map = {**lookup_map, "prejit": prejit}
+    return TypeSystemLayout(eeclass, fd, data["field_bits"], types, pointer_size, lookup_map)

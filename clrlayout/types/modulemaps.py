@@ -8,6 +8,14 @@ has the most known types; each answer is a MethodTable that validates and names 
 
 from __future__ import annotations
 
+from ..runtime.structs import relative_target
+
+
+def _signed32(value: int) -> int:
+    """An INT32 from the low 32 bits of ``value`` (the compressed map's RVAs wrap as INT32)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
 
 class TypeDefMaps:
     def __init__(self, names, spec: dict, known: dict):
@@ -41,25 +49,86 @@ class TypeDefMaps:
 
     def _entry(self, module: int, at: int, rid: int) -> int | None:
         """Entry ``rid`` of the map at ``module + at`` (None: not there)."""
-        s, ptr = self.spec, self.ptr
+        s, ptr, prejit = self.spec, self.ptr, self.spec.get("prejit")
         block = module + at
         index = rid
         for _ in range(s["max_blocks"]):
-            head = self.space.try_read(block, 4 * ptr)
+            head = self.space.try_read(block, prejit["size"] if prejit else 4 * ptr)
             if head is None:
                 return None
             table, count = self._word(head, s["table"] * ptr), self._word(head, s["count"] * ptr) & 0xFFFFFFFF
             flags = self._word(head, s["supported_flags"] * ptr)
             if index < count:
-                if not table or flags > 0xFF:
+                if flags > 0xFF:
                     return None
-                v = self.space.try_read(table + index * ptr, ptr)
-                return None if v is None else self._word(v, 0) & ~(flags | 3)
+                v = self._prejit_entry(block, head, index) if prejit else None
+                if v is None and table and not (prejit and self._word(head, prejit["index"])):
+                    slot = table + index * ptr
+                    word = self.space.try_read(slot, ptr)
+                    v = None if word is None else self._word(word, 0)
+                    if v is not None and prejit:  # a RelativePointer: from the entry's own address
+                        v = relative_target(slot, v, ptr)
+                return None if v is None else v & ~(flags | 3)
             index -= count
             block = self._word(head, s["next"] * ptr)
             if not block:
                 return None
         return None
+
+    def _prejit_entry(self, block: int, head: bytes, index: int) -> int | None:
+        """Row ``index`` of a 2.x map block from its hot items, or from its compressed rows (an NGEN image's
+        map); None: neither has it (an uncompressed block's table then does)."""
+        p, ptr = self.spec["prejit"], self.ptr
+        hot = int.from_bytes(head[p["hot_count"] : p["hot_count"] + 4], "little")
+        hot_list = self._word(head, p["hot_list"])
+        if hot and hot_list and hot <= p["max_hot_items"]:
+            items = self.space.try_read(hot_list, hot * p["hot_item_size"]) or b""
+            for i in range(0, len(items), p["hot_item_size"]):
+                if int.from_bytes(items[i : i + 4], "little") == index:
+                    at = hot_list + i + p["hot_value"]
+                    return relative_target(at, self._word(items, i + p["hot_value"]), ptr)
+        pindex = self._word(head, p["index"])
+        if not pindex:
+            return None
+        return self._compressed(block, head, pindex, index)
+
+    def _compressed(self, block: int, head: bytes, pindex: int, index: int) -> int:
+        """``LookupMapBase::GetValueFromCompressedMap``: the row's RVA from the map's own address (0: null)."""
+        p, ptr = self.spec["prejit"], self.ptr
+
+        def dword(off: int) -> int:
+            return int.from_bytes(head[off : off + 4], "little")
+
+        entry_bits, rva_bits = dword(p["index_entry_bits"]), p["rva_bits"]
+        if not rva_bits < entry_bits <= 64:
+            return 0
+        entry, sub = divmod(index, p["index_stride"])
+        start = entry * entry_bits
+        if (start + entry_bits + 7) // 8 > dword(p["index_bytes"]):
+            return 0
+        data = self.space.try_read(pindex + start // 8, (start % 8 + entry_bits + 7) // 8)
+        if data is None:
+            return 0
+        bits = int.from_bytes(data, "little") >> (start % 8)
+        rva = _signed32(bits & 0xFFFFFFFF)
+        if sub:
+            position = (bits >> rva_bits) & ((1 << (entry_bits - rva_bits)) - 1)
+            lengths = head[p["encoding_lengths"] : p["encoding_lengths"] + (1 << p["length_bits"])]
+            need = sub * (p["length_bits"] + 1 + 32)
+            if (position + need) // 8 > dword(p["table_bytes"]) + 8:
+                return 0
+            table = self.space.read_available(self._word(head, self.spec["table"] * ptr) + position // 8,
+                                              (position % 8 + need + 7) // 8)
+            stream, at = int.from_bytes(table, "little"), position % 8
+            for _ in range(sub):
+                length = lengths[(stream >> at) & ((1 << p["length_bits"]) - 1)]
+                at += p["length_bits"]
+                add = (stream >> at) & 1
+                at += 1
+                delta = (stream >> at) & ((1 << length) - 1)
+                at += length
+                rva = _signed32(rva + delta if add else rva - delta)
+        return (block + rva) & ((1 << (8 * ptr)) - 1) if rva else 0
 
     def method_table(self, module: int, rid: int) -> int | None:
         if self.offset is None or not module:
