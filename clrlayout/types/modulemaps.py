@@ -82,15 +82,34 @@ class TypeDefMaps:
         hot = int.from_bytes(head[p["hot_count"] : p["hot_count"] + 4], "little")
         hot_list = self._word(head, p["hot_list"])
         if hot and hot_list and hot <= p["max_hot_items"]:
-            items = self.space.try_read(hot_list, hot * p["hot_item_size"]) or b""
-            for i in range(0, len(items), p["hot_item_size"]):
-                if int.from_bytes(items[i : i + 4], "little") == index:
-                    at = hot_list + i + p["hot_value"]
-                    return relative_target(at, self._word(items, i + p["hot_value"]), ptr)
+            found = self._hot_item(hot_list, hot, index)
+            if found is not None:
+                at = hot_list + found * p["hot_item_size"] + p["hot_value"]
+                value = self.space.try_read(at, ptr)
+                return None if value is None else relative_target(at, self._word(value, 0), ptr)
         pindex = self._word(head, p["index"])
         if not pindex:
             return None
         return self._compressed(block, head, pindex, index)
+
+    def _hot_item(self, hot_list: int, count: int, rid: int) -> int | None:
+        """The position of ``rid`` in a hot-item list sorted by rid (``FindHotItemValuePtr``: a binary
+        search, so a garbage count costs a few reads), or None."""
+        size = self.spec["prejit"]["hot_item_size"]
+        lo, hi = 0, count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            data = self.space.try_read(hot_list + mid * size, 4)
+            if data is None:
+                return None
+            have = int.from_bytes(data, "little")
+            if have == rid:
+                return mid
+            if have < rid:
+                lo = mid + 1
+            else:
+                hi = mid
+        return None
 
     def _compressed(self, block: int, head: bytes, pindex: int, index: int) -> int:
         """``LookupMapBase::GetValueFromCompressedMap``: the row's RVA from the map's own address (0: null)."""
