@@ -86,12 +86,13 @@ def _read_types(a) -> None:
     """Read what `type`, `object` and `dump --layout` of any object need: each object's bytes, its type's
     name (the DAC's and reflection's) and layout, an array's element type, and every type they lead to."""
     header = a.profile.object.header_size
-    for obj in a.objects():
+    arrays = set()
+    for obj in a.objects():  # per object its bytes; the rest per MethodTable
         a.dump.memory.read_available(obj.address - header, obj.aligned_size)
-        a.names.reflection_name(obj.method_table)
-        a.type_layout(obj.method_table)
         if obj.type.component_size:
-            a.array_element(obj.method_table)
+            arrays.add(obj.method_table)
+    for method_table in arrays:
+        a.array_element(method_table)
     for method_table in list(a.layouts.universe()):
         a.type_name(method_table)
         a.names.reflection_name(method_table)

@@ -18,6 +18,7 @@ from construct import Array, ConstructError, Int8ul, Int16ul, Int32sl, Int32ul, 
 
 from ..runtime.profiles import formats_dir, read_toml, version_matches
 from ..runtime.structs import relative_target
+from ..util.bits import BitStream
 
 #: FieldDescs read of one class at most (the count is a WORD on .NET 9+; a bound on what a dump controls)
 MAX_FIELDS = 0xFFFF
@@ -147,17 +148,12 @@ def unpack_fields(data: bytes, count: int, length_bits: int) -> list[int]:
     """The first ``count`` values of a packed DWORD-field stream (``PackedDWORDFields``, an NGEN image's
     EEClass): bits read from the lowest up across little-endian DWORDs, each value a ``length_bits``-bit length
     (minus 1) and then that many bits.  Values the bytes do not reach are 0xFFFFFFFF (not believable)."""
-    stream = int.from_bytes(data, "little")
-    total = 8 * len(data)
-    out, at = [], 0
+    stream = BitStream(data)
+    out = []
     for _ in range(count):
-        if at + length_bits > total:
-            out.append(0xFFFFFFFF)
-            continue
-        length = ((stream >> at) & ((1 << length_bits) - 1)) + 1
-        at += length_bits
-        out.append((stream >> at) & ((1 << length) - 1) if at + length <= total else 0xFFFFFFFF)
-        at += length
+        length = stream.read(length_bits)
+        value = stream.read(length + 1) if length is not None else None
+        out.append(0xFFFFFFFF if value is None else value)
     return out
 
 

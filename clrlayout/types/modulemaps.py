@@ -9,6 +9,7 @@ has the most known types; each answer is a MethodTable that validates and names 
 from __future__ import annotations
 
 from ..runtime.structs import relative_target
+from ..util.bits import BitStream
 
 
 def _signed32(value: int) -> int:
@@ -138,14 +139,13 @@ class TypeDefMaps:
                 return 0
             table = self.space.read_available(self._word(head, self.spec["table"] * ptr) + position // 8,
                                               (position % 8 + need + 7) // 8)
-            stream, at = int.from_bytes(table, "little"), position % 8
+            stream = BitStream(table, position % 8)
             for _ in range(sub):
-                length = lengths[(stream >> at) & ((1 << p["length_bits"]) - 1)]
-                at += p["length_bits"]
-                add = (stream >> at) & 1
-                at += 1
-                delta = (stream >> at) & ((1 << length) - 1)
-                at += length
+                choice = stream.read(p["length_bits"])
+                add = stream.read(1)
+                delta = stream.read(lengths[choice]) if choice is not None and choice < len(lengths) else None
+                if delta is None:
+                    return 0
                 rva = _signed32(rva + delta if add else rva - delta)
         return (block + rva) & ((1 << (8 * ptr)) - 1) if rva else 0
 
