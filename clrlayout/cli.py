@@ -483,15 +483,18 @@ def _print_layout(a, s, fmt: str = "table", full: bool = False) -> None:
 @profile_option
 def memory(file, fmt, with_ranges, jobs, quiet, heap, profile):
     """Where the memory went (!address -summary + !eeheap -gc): every byte of the dump by kind (GC heap,
-    stacks, images, mapped files, native), the address space by state, type and protection (minidumps), and
-    the GC heap's object and free bytes per heap and generation."""
+    stacks, images, the runtime's loader heaps, mapped files, native), the address space by state, type and
+    protection (minidumps), and the GC heap's object and free bytes per heap and generation."""
     from . import parallel
     from .analyses import memory as analysis
     from .present import memory as present
 
     with _open(file, None, profile, heap) as a:
         _preamble(a, quiet)
-        pieces = analysis.paint(list(a.dump.memory.iter_runs()), analysis.claims(a))
+        heaps = analysis.loader_heaps(a)
+        if heaps.problem:
+            a.warnings.append(heaps.problem)
+        pieces = analysis.paint(list(a.dump.memory.iter_runs()), analysis.claims(a, heaps))
         gc = None
         if a.heap.exact and a.profile.method_table is not None:
             gc = analysis.GcFigures()
@@ -504,7 +507,8 @@ def memory(file, fmt, with_ranges, jobs, quiet, heap, profile):
                 parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
                                    progress=progress.advance, on_found=progress.found, absorb=gc.merge)
             gc.segments = analysis.segment_figures(a.heap.segments)
-        mm = analysis.MemoryMap(a.dump.memory.total_bytes, pieces, gc, analysis.address_space(a.dump.memory_info))
+        mm = analysis.MemoryMap(a.dump.memory.total_bytes, pieces, gc, analysis.address_space(a.dump.memory_info),
+                                heaps)
         for line in present.render(mm, fmt, with_ranges, a.profile.pointer_size):
             out(line)
         _report(a, quiet)

@@ -45,6 +45,8 @@ class Limits:
     max_findings: int = 1_000
     #: distinct MethodTables validated during one heap walk
     max_method_tables: int = 1_000_000
+    #: words of native memory that look like a loader heap's block record, kept while `memory` looks for them
+    max_loader_heap_records: int = 1_000_000
     #: notes parsed in one ELF note segment
     max_notes: int = 100_000
     #: bytes of per-string entries (hash, length, address: 20 bytes a string) `stats --duplicates` keeps in

@@ -55,6 +55,9 @@ IID_ICLRRuntimeLocator = GUID.of("b760bf44-9377-4597-8be7-58083bdc5146")
 IID_IXCLRDataProcess = GUID.of("5c552ab6-fc09-4cb3-8e36-22fa03c798b7")
 IID_ISOSDacInterface = GUID.of("436f00f2-b42a-4b9f-870c-e73db66ae930")
 IID_ISOSDacInterface8 = GUID.of("c12f35a9-e55c-4520-a894-b3dc5165dfce")
+#: ISOSDacInterface13 (.NET 8+): the new IID, then the one of its first version (ClrMD asks for both)
+IID_ISOSDacInterface13 = [GUID.of("3176a8ed-597b-4f54-a71f-83695c6a8c5e"),
+                          GUID.of("3176a8ed-597b-4f54-a71f-83695c6a8c5d")]
 
 CLRDATA_ADDRESS = c_uint64
 
@@ -138,12 +141,43 @@ class ThreadData(ctypes.Structure):
                 ("NextThread", CLRDATA_ADDRESS)]
 
 
+class AppDomainStoreData(ctypes.Structure):
+    _fields_ = [("SharedDomain", CLRDATA_ADDRESS), ("SystemDomain", CLRDATA_ADDRESS), ("DomainCount", c_int32)]
+
+
+class AppDomainData(ctypes.Structure):
+    _fields_ = [("AppDomainPtr", CLRDATA_ADDRESS), ("AppSecDesc", CLRDATA_ADDRESS),
+                ("LowFrequencyHeap", CLRDATA_ADDRESS), ("HighFrequencyHeap", CLRDATA_ADDRESS),
+                ("StubHeap", CLRDATA_ADDRESS), ("DomainLocalBlock", CLRDATA_ADDRESS),
+                ("DomainLocalModules", CLRDATA_ADDRESS), ("Id", c_uint32), ("AssemblyCount", c_int32),
+                ("FailedAssemblyCount", c_int32), ("Stage", c_int32)]
+
+
+class JitManagerInfo(ctypes.Structure):
+    _fields_ = [("Address", CLRDATA_ADDRESS), ("CodeType", c_uint32), ("HeapList", CLRDATA_ADDRESS)]
+
+
+class JitCodeHeapInfo(ctypes.Structure):
+    # codeHeapType (CODEHEAP_LOADER 0, CODEHEAP_HOST 1), then a union: the LoaderHeap, or the host heap's
+    # base and current address
+    _fields_ = [("Kind", c_uint32), ("Address", CLRDATA_ADDRESS), ("CurrentAddress", CLRDATA_ADDRESS)]
+
+
+#: VISITHEAP: void (*)(CLRDATA_ADDRESS blockData, size_t blockSize, BOOL blockIsCurrentBlock)
+VISITHEAP = ctypes.CFUNCTYPE(None, c_uint64, ctypes.c_size_t, c_int32)
+
 # ISOSDacInterface vtable slots (IUnknown is 0-2; sospriv.idl order, as ClrMD's ISOSDacVTable lists it)
-SOS = {"GetThreadStoreData": 3, "GetThreadData": 20, "GetObjectData": 33, "GetObjectStringData": 34,
+SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 5, "GetAppDomainData": 6,
+       "GetThreadData": 17, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
        "GetMethodTableName": 36, "GetMethodTableData": 37, "GetMethodTableFieldData": 39, "GetFieldDescData": 42,
        "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
-       "GetHeapSegmentData": 50, "GetUsefulGlobals": 70}
+       "GetHeapSegmentData": 50, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
+       "GetUsefulGlobals": 70}
 SOS8 = {"GetNumberGenerations": 3, "GetGenerationTable": 4, "GetGenerationTableSvr": 6}
+SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAllocatorHeapNames": 5,
+         "GetLoaderAllocatorHeaps": 6}
+#: VCSHeapType of TraverseVirtCallStubHeap
+STUB_HEAPS = ("IndcellHeap", "LookupHeap", "ResolveHeap", "DispatchHeap", "CacheEntryHeap", "VtableHeap")
 
 
 # --- the core file ---------------------------------------------------------------------------------------
@@ -369,6 +403,7 @@ class Oracle:
         if self.sos is None:
             raise SystemExit("no ISOSDacInterface")
         self.sos8 = process.query(IID_ISOSDacInterface8, SOS8)
+        self.sos13 = next(filter(None, (process.query(i, SOS13) for i in IID_ISOSDacInterface13)), None)
         self.ptr = self.core.pointer_size
 
     def _get(self, name, struct, *args):
@@ -543,6 +578,104 @@ class Oracle:
         return out
 
 
+    # --- the runtime's own memory: loader heaps and JIT code heaps, as ClrMD's EnumerateClrNativeHeaps ---
+
+    def _traverse(self, heap: int, kind: int | None = None) -> list:
+        """[address, size] of every block of a loader heap (``kind``: ISOSDacInterface13's LoaderHeapKind,
+        0 normal, 1 explicit control; None: ISOSDacInterface's own TraverseLoaderHeap)."""
+        blocks = []
+        visit = VISITHEAP(lambda address, size, current: blocks.append([address, size]))
+        if kind is None:
+            hr = self.sos.call("TraverseLoaderHeap", c_uint64(heap), visit, argtypes=[c_uint64, VISITHEAP])
+        else:
+            hr = self.sos13.call("TraverseLoaderHeap", c_uint64(heap), c_int32(kind), visit,
+                                 argtypes=[c_uint64, c_int32, VISITHEAP])
+        return blocks if hr == S_OK else []
+
+    def _domains(self) -> list:
+        store = self._get("GetAppDomainStoreData", AppDomainStoreData)
+        if store is None:
+            return []
+        domains = [d for d in (store.SystemDomain, store.SharedDomain) if d]  # the shared domain: before 3.0
+        if store.DomainCount > 0:
+            arr = (CLRDATA_ADDRESS * store.DomainCount)()
+            needed = c_uint32()
+            if self.sos.call("GetAppDomainList", c_uint32(store.DomainCount), arr, byref(needed),
+                             argtypes=[c_uint32, c_void_p, c_void_p]) == S_OK:
+                domains += [d for d in arr if d and d not in domains]
+        return domains
+
+    def native_heaps(self) -> list:
+        """{"heap", "kind", "address", "size", "held" (the core holds its first byte)} of every block of the runtime's loader heaps (each domain's
+        loader allocator: ISOSDacInterface13 on .NET 8+, else the domain's three heaps and its virtual-call
+        stub heaps) and of the JIT's code heaps."""
+        out = []
+
+        def add(heap: int, kind: str, blocks: list) -> None:
+            out.extend({"heap": heap, "kind": kind, "address": a, "size": n,
+                        "held": bool(self.core._from_core(a, 1))} for a, n in blocks)
+
+        names = []
+        if self.sos13 is not None:
+            count = c_int32()
+            self.sos13.call("GetLoaderAllocatorHeapNames", c_int32(0), None, byref(count),
+                            argtypes=[c_int32, c_void_p, c_void_p])
+            if count.value > 0:
+                arr = (ctypes.c_char_p * count.value)()
+                if self.sos13.call("GetLoaderAllocatorHeapNames", c_int32(count.value), arr, byref(count),
+                                   argtypes=[c_int32, c_void_p, c_void_p]) == S_OK:
+                    names = [n.decode() for n in arr]
+        for domain in self._domains():
+            allocator = c_uint64()
+            if names and self.sos13.call("GetDomainLoaderAllocator", c_uint64(domain), byref(allocator),
+                                         argtypes=[c_uint64, c_void_p]) == S_OK and allocator.value:
+                heaps = (CLRDATA_ADDRESS * len(names))()
+                kinds = (c_int32 * len(names))()
+                needed = c_int32()
+                if self.sos13.call("GetLoaderAllocatorHeaps", c_uint64(allocator.value), c_int32(len(names)), heaps,
+                                   kinds, byref(needed), argtypes=[c_uint64, c_int32, c_void_p, c_void_p, c_void_p]) == S_OK:
+                    for name, heap, kind in zip(names, heaps, kinds):
+                        if heap:
+                            add(heap, name, self._traverse(heap, kind))
+                continue
+            d = self._get("GetAppDomainData", AppDomainData, domain)
+            if d is None:
+                continue
+            for name in ("LowFrequencyHeap", "HighFrequencyHeap", "StubHeap"):
+                heap = getattr(d, name)
+                if heap:
+                    add(heap, name, self._traverse(heap))
+            for index, name in enumerate(STUB_HEAPS):
+                blocks = []
+                visit = VISITHEAP(lambda address, size, current: blocks.append([address, size]))
+                if self.sos.call("TraverseVirtCallStubHeap", c_uint64(domain), c_int32(index), visit,
+                                 argtypes=[c_uint64, c_int32, VISITHEAP]) == S_OK:
+                    add(domain, name, blocks)
+        count = c_int32()
+        self.sos.call("GetJitManagerList", c_int32(0), None, byref(count), argtypes=[c_int32, c_void_p, c_void_p])
+        managers = (JitManagerInfo * max(count.value, 0))()
+        if count.value > 0 and self.sos.call("GetJitManagerList", c_int32(count.value), managers, byref(count),
+                                             argtypes=[c_int32, c_void_p, c_void_p]) == S_OK:
+            for m in managers:
+                n = c_int32()
+                self.sos.call("GetCodeHeapList", c_uint64(m.Address), c_int32(0), None, byref(n),
+                              argtypes=[c_uint64, c_int32, c_void_p, c_void_p])
+                if n.value <= 0:
+                    continue
+                heaps = (JitCodeHeapInfo * n.value)()
+                if self.sos.call("GetCodeHeapList", c_uint64(m.Address), c_int32(n.value), heaps, byref(n),
+                                 argtypes=[c_uint64, c_int32, c_void_p, c_void_p]) != S_OK:
+                    continue
+                for h in heaps:
+                    if h.Kind == 0:  # an ExplicitControlLoaderHeap: no vtable, one pointer less than a LoaderHeap
+                        blocks = self._traverse(h.Address, 1) if self.sos13 is not None else \
+                            self._traverse(h.Address - self.ptr)
+                        add(h.Address, "LoaderCodeHeap", blocks)
+                    elif h.Kind == 1:
+                        add(h.Address, "HostCodeHeap", [[h.Address, h.CurrentAddress - h.Address]])
+        return out
+
+
 def main(argv) -> int:
     import argparse
 
@@ -552,6 +685,7 @@ def main(argv) -> int:
     ap.add_argument("--names", action="store_true")
     ap.add_argument("--strings", action="store_true")
     ap.add_argument("--fields", action="store_true")
+    ap.add_argument("--native-heaps", action="store_true")
     args = ap.parse_args(argv)
     o = Oracle(args.core, args.dac)
     g = o.globals()
@@ -572,6 +706,8 @@ def main(argv) -> int:
     if args.fields:
         # not the free MethodTable's: it has no EEClass, and the DAC (this one, hosted so) dies on it
         result["fields"] = {str(mt): o.fields(mt) for mt in mts if mt != g.FreeMethodTable}
+    if args.native_heaps:
+        result["native_heaps"] = o.native_heaps()
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()

@@ -2,8 +2,11 @@
 
 Each range of the dump's memory gets the kind of what claims it, the first of: the GC heap (its segments or
 regions, from their start to their committed end), a thread's stack (the thread list), an image (the module
-list, or on Linux the file mappings of a module's file), a mapped file (any other file mapping, or a
-minidump's MEM_MAPPED range), else native memory (private memory: the C heaps, the runtime's own data).
+list, or on Linux the file mappings of a module's file), the runtime's own memory (its loader heaps, found by
+their block lists, ``runtime/loaderheaps.py``: MethodTables, EEClasses, stubs and JIT-compiled code; and on
+Linux the memfd the runtime double-maps its executable memory through, .NET 7+), a mapped file (any other
+file mapping, or a minidump's MEM_MAPPED range), else native memory (private memory: the C heaps, the
+runtime's other data).
 The kinds add up to the dump's memory byte for byte.  The GC figures (object and free-object bytes per heap
 and generation) come from the same vectorised walk ``stats`` uses; on minidumps with a memory-info list, the
 whole address space is summarised by state, type and protection as ``!address -summary`` does.
@@ -17,9 +20,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..heap.segments import HEAPS
+from ..runtime.loaderheaps import LoaderHeaps, find_loader_heaps
 
 #: kinds, in the order they claim memory (the first wins where claims overlap) and are shown
-KINDS = ("gc-heap", "stack", "image", "mapped-file", "native")
+KINDS = ("gc-heap", "stack", "image", "runtime", "mapped-file", "native")
+#: the memfd through which CoreCLR 7+ on Linux maps its executable memory twice (W^X: a writable view and an
+#: executable one; ExecutableAllocator's double mapper)
+DOUBLE_MAPPER = "/memfd:doublemapper"
 #: a segment's header (the GC's heap_segment) lies this close below its first object at most
 SEGMENT_HEADER_ROOM = 0x1000
 
@@ -64,6 +71,8 @@ class MemoryMap:
     gc: GcFigures | None
     #: minidumps with a memory-info list: (what, value) -> [ranges, bytes] for state, type and protection
     address_space: dict = field(default_factory=dict)
+    #: the runtime's loader heaps (None: not looked for)
+    loader_heaps: LoaderHeaps | None = None
 
     def kinds(self) -> dict:
         out = {k: [0, 0] for k in KINDS}
@@ -73,8 +82,9 @@ class MemoryMap:
         return out
 
 
-def claims(session) -> list[tuple[int, int, int, str, str]]:
-    """(start, end, rank, kind, owner) of everything that claims memory; lower rank wins."""
+def claims(session, loader_heaps: LoaderHeaps | None = None) -> list[tuple[int, int, int, str, str]]:
+    """(start, end, rank, kind, owner) of everything that claims memory; lower rank wins.  ``loader_heaps``:
+    the runtime's loader heap blocks (:func:`loader_heaps`)."""
     d = session.dump
     out = []
     rank = {k: i for i, k in enumerate(KINDS)}
@@ -89,6 +99,11 @@ def claims(session) -> list[tuple[int, int, int, str, str]]:
     module_paths = {m.path for m in d.modules}
     if d.file_mappings:
         for m in d.file_mappings:
+            if m.path.startswith(DOUBLE_MAPPER):
+                # the runtime's, after the loader heap blocks that lie in it (they say more)
+                out.append((m.start, m.end, rank["runtime"] + 0.5, "runtime",
+                            "executable memory (W^X double mapping)"))
+                continue
             kind = "image" if m.path in module_paths or _looks_like_image(m.path) else "mapped-file"
             out.append((m.start, m.end, rank[kind], kind, os.path.basename(m.path) if kind == "image" else m.path))
     else:
@@ -98,7 +113,23 @@ def claims(session) -> list[tuple[int, int, int, str, str]]:
         if i.type in ("image", "mapped") and i.state == "commit":
             kind = "image" if i.type == "image" else "mapped-file"
             out.append((i.base, i.end, rank[kind], kind, ""))
+    for b in loader_heaps.blocks if loader_heaps is not None else ():
+        out.append((b.start, b.end, rank["runtime"], "runtime", "loader heap"))
     return out
+
+
+def loader_heaps(session) -> LoaderHeaps:
+    """The runtime's loader heap blocks: records searched in all the dump's memory but the GC heap and the
+    images, the heaps that hold them in all but the GC heap."""
+    d = session.dump
+    segments = session.heap.segments if session.heap.exact else []
+    skip = [(seg.start, max(seg.end, seg.committed or 0)) for seg in segments]
+    module_paths = {m.path for m in d.modules}
+    if d.file_mappings:
+        images = [(m.start, m.end) for m in d.file_mappings if m.path in module_paths]
+    else:
+        images = [(m.base, m.end) for m in d.modules]
+    return find_loader_heaps(d.memory, skip, images)
 
 
 def _looks_like_image(path: str) -> bool:

@@ -202,6 +202,14 @@ class AddressSpace:
         i = bisect.bisect_right(self._described_starts, address) - 1
         return i >= 0 and address < self._described[i][1]
 
+    def is_described(self, address: int) -> bool:
+        """Whether ``address`` is memory of the process as the dump describes it: held, or listed without its
+        bytes (a core's PT_LOAD past its file size, a minidump's memory-info list)."""
+        if self.region_at(address) is not None:
+            return True
+        i = bisect.bisect_right(self._described_starts, address) - 1
+        return i >= 0 and address < self._described[i][1]
+
     def is_mapped(self, address: int, size: int = 1) -> bool:
         return self.mapped_end(address) >= address + size
 

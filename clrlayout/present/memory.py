@@ -35,6 +35,8 @@ def record(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> dict:
         }
     else:
         out["gc"] = None
+    if mm.loader_heaps is not None:
+        out["loader_heaps"] = _loader_heaps(mm)
     if mm.address_space:
         out["address_space"] = [{"what": w, "value": v, "ranges": n, "bytes": b}
                                 for (w, v), (n, b) in sorted(mm.address_space.items())]
@@ -42,6 +44,14 @@ def record(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> dict:
         out["regions"] = [{"start": f"{p.start:#x}", "size": p.size, "kind": p.kind, "owner": p.owner}
                           for p in mm.pieces]
     return out
+
+
+def _loader_heaps(mm: MemoryMap) -> dict:
+    """The runtime's loader heaps: blocks, the lists (heaps) they are in, reserved bytes and bytes the dump
+    holds of them."""
+    lh = mm.loader_heaps
+    held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == "loader heap")
+    return {"blocks": len(lh.blocks), "lists": lh.lists, "reserved_bytes": lh.reserved_bytes, "dump_bytes": held}
 
 
 def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> list[str]:
@@ -55,6 +65,12 @@ def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> lis
     rows = [[k, n, f"{b:,}", _pct(b, total)] for k, (n, b) in kinds.items() if n]
     rows.append(["total", sum(n for n, _ in kinds.values()), f"{total:,}", _pct(total, total)])
     lines += table(["Usage", "Ranges", "Bytes", "% of dump"], rows, "lrrr", indent="  ")
+    if mm.loader_heaps is not None and mm.loader_heaps.blocks:
+        lh = _loader_heaps(mm)
+        lines += ["", "Loader heaps (the runtime's MethodTables, EEClasses, stubs and JIT-compiled code):"]
+        lines += table(["Heaps", "Blocks", "Reserved", "In the dump"],
+                       [[f"{lh['lists']:,}", f"{lh['blocks']:,}", f"{lh['reserved_bytes']:,}",
+                         f"{lh['dump_bytes']:,}"]], "rrrr", indent="  ")
     if mm.address_space:
         space = sum(b for (w, _), (_, b) in mm.address_space.items() if w == "state")
         for what, title in (("state", "State"), ("type", "Type"), ("protect", "Protect")):
