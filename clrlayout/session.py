@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -29,12 +29,13 @@ from .heap.segments import GcHeap, find_gc_heap
 from .heap.walk import HeapObject, HeapWalker
 from .limits import DEFAULT_LIMITS, Limits
 from .objects.strings import StringObject, read_strings
-from .runtime.contract import (CheckResult, ContractDescriptor, check_layouts, find_contract_descriptor,
-                               method_table_variables)
 from .runtime.detect import RuntimeInfo, detect_runtime, profile_for
 from .runtime.methodtable import MethodTables
 from .runtime.monovtable import MonoVTables
 from .runtime.profiles import Profile, load_named_profile
+
+if TYPE_CHECKING:  # the contract descriptor is looked for on .NET 9+ only: imported there
+    from .runtime.contract import CheckResult, ContractDescriptor
 
 __all__ = ["Session", "open_session"]
 
@@ -163,6 +164,8 @@ class Session:
         name the metadata gives (``agrees`` None: the variable is not in the dump, or the type's name cannot be
         had)."""
         out = {}
+        from .runtime.contract import method_table_variables
+
         for name, (expected, mt) in method_table_variables(self.contract, self.dump.memory).items():
             agrees = None
             if mt is not None:
@@ -635,10 +638,12 @@ def _contract(dump: Dump, runtime: RuntimeInfo, profile: Profile, search: list) 
     version = runtime.version_tuple
     if version is not None and version < (9,):
         return f"CoreCLR {runtime.version} is older than .NET 9, which introduced it", None
+    from .runtime.contract import check_layouts, find_contract_descriptor
+    from .types.eeclass import type_system_layout
+
     found = find_contract_descriptor(dump, runtime.module, search)
     if isinstance(found, str):
         return found, None
-    from .types.eeclass import type_system_layout
 
     system = type_system_layout(runtime.flavor, dump.arch, dump.os, version, profile.pointer_size)
     layouts = {"profile": profile, "type_system": None if isinstance(system, str) else system}

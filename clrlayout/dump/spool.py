@@ -6,19 +6,16 @@ Python cannot read without another package (zstd, lz4, zip) are named, with the 
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
 import os
 import stat
 import sys
-import tempfile
 
 from ..errors import DumpError, LimitExceeded, OutputError, UnsupportedDump
 from ..limits import Limits
 
-#: compressions read while spooling, by magic: (name, opener of a binary stream)
-READABLE = {b"\xfd7zXZ\x00": ("xz", lzma.open), b"\x1f\x8b": ("gzip", gzip.open), b"BZh": ("bzip2", bz2.open)}
+#: compressions read while spooling, by magic: (name, module whose ``open`` reads a binary stream; imported
+#: only when a dump needs it)
+READABLE = {b"\xfd7zXZ\x00": ("xz", "lzma"), b"\x1f\x8b": ("gzip", "gzip"), b"BZh": ("bzip2", "bz2")}
 #: compressions recognised but not read: (name, how to undo them)
 NAMED = {b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d"),
          b"PK\x03\x04": ("zip", "unzip"), b"7z\xbc\xaf\x27\x1c": ("7-Zip", "7z x")}
@@ -66,8 +63,10 @@ def spool(path: str, limits: Limits) -> int:
                 raise UnsupportedDump(f"the dump is compressed with {what}: decompress it first ({how})", name)
         stream = head
         if kind is not None:
-            opener = next(entry[1] for prefix, entry in READABLE.items() if head.data.startswith(prefix))
-            stream = opener(head)
+            import importlib
+
+            module = next(entry[1] for prefix, entry in READABLE.items() if head.data.startswith(prefix))
+            stream = importlib.import_module(module).open(head)
         return _copy(stream, name, kind, limits)
     finally:
         if path != "-":
@@ -75,6 +74,9 @@ def spool(path: str, limits: Limits) -> int:
 
 
 def _copy(stream, name: str, kind: str | None, limits: Limits) -> int:
+    import lzma
+    import tempfile
+
     try:
         out = tempfile.TemporaryFile(prefix="clrlayout-spool-")
     except OSError as e:

@@ -243,13 +243,39 @@ class Profile:
 
 
 def _read_toml(path: Path) -> dict:
+    """A formats file, parsed once per process while it stays the same file (a copy: callers may change it)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InvalidProfile(str(path), "-", "file not found") from None
+    return copy.deepcopy(_parsed(os.fspath(path), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise InvalidProfile(str(path), "-", "file not found") from None
+        raise InvalidProfile(path, "-", "file not found") from None
     except tomllib.TOMLDecodeError as e:
-        raise InvalidProfile(str(path), "-", f"not valid TOML: {e}") from None
+        raise InvalidProfile(path, "-", f"not valid TOML: {e}") from None
+
+
+def _profile_table(path: Path) -> dict:
+    """The ``[profile]`` table of a formats file, parsed alone when it stands first (what a file is does not
+    need its whole data: type-system.toml is the largest of them), else from the whole file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return _read_toml(path).get("profile", {})
+    m = re.match(r"(?:\s*#[^\n]*\n|\s*\n)*\[profile\][ \t]*\n(.*?)(?=^\[|\Z)", text, flags=re.S | re.M)
+    if m is not None:
+        try:
+            return tomllib.loads(m.group(1))
+        except tomllib.TOMLDecodeError:
+            pass
+    return _read_toml(path).get("profile", {})
 
 
 read_toml = _read_toml  # the data files beside the profiles (type-system.toml) are read the same way
@@ -468,7 +494,7 @@ def _concrete(directory: str | Path | None) -> list[tuple[str, dict]]:
     directory = Path(directory or formats_dir())
     found = []
     for p in sorted(directory.glob("*.toml")):
-        meta = _read_toml(p).get("profile", {})
+        meta = _profile_table(p)
         if not meta.get("abstract") and "flavor" in meta:
             found.append((p.stem, meta))
     return found
