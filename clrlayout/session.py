@@ -67,6 +67,7 @@ class Session:
     _info: dict | None = field(default=None, repr=False)
     _names: object = field(default=None, repr=False)
     _layouts: object = field(default=None, repr=False)
+    _loader_heaps: object = field(default=None, repr=False)
 
     def close(self) -> None:
         if self._names is not None:
@@ -356,8 +357,34 @@ class Session:
             else:
                 spec = type_system_layout(self.runtime.flavor, self.dump.arch, self.dump.os,
                                           self.runtime.version_tuple, self.profile.pointer_size)
-            self._layouts = TypeLayouts(self.names, spec)
+            self._layouts = TypeLayouts(self.names, spec,
+                                        lambda: [(b.start, b.end) for b in self.loader_heaps().blocks])
         return self._layouts
+
+    def loader_heaps(self):
+        """The runtime's loader heaps (:mod:`clrlayout.runtime.loaderheaps`): their block records searched in
+        all the dump's memory but the GC heap and the images, the heaps that hold them in all but the GC heap;
+        looked for once."""
+        if self._loader_heaps is None:
+            from .runtime.loaderheaps import find_loader_heaps
+
+            d = self.dump
+            segments = self.heap.segments if self.heap.exact else []
+            gc = [(seg.start, max(seg.end, seg.committed or 0)) for seg in segments]
+            paths = {m.path for m in d.modules}
+            images = [(m.start, m.end) for m in d.file_mappings if m.path in paths] if d.file_mappings \
+                else [(m.base, m.end) for m in d.modules]
+            self._loader_heaps = find_loader_heaps(d.memory, gc, images)
+            if self._loader_heaps.problem:
+                self.warnings.append(self._loader_heaps.problem)
+        return self._loader_heaps
+
+    def gc_bookkeeping(self) -> list[tuple[int, int]]:
+        """``(start, end)`` of the GC's bookkeeping reservations (card table, brick table, mark array, region
+        map; .NET 8+, :mod:`clrlayout.heap.bookkeeping`)."""
+        from .heap.bookkeeping import gc_bookkeeping
+
+        return gc_bookkeeping(self.dump, self.heap.dac_vars, self.runtime.module)
 
     def type_layout(self, method_table: int):
         """The field layout of the type of a MethodTable (None: not a MethodTable in the dump)."""

@@ -175,7 +175,15 @@ SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 
        "GetUsefulGlobals": 70}
 SOS8 = {"GetNumberGenerations": 3, "GetGenerationTable": 4, "GetGenerationTableSvr": 6}
 SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAllocatorHeapNames": 5,
-         "GetLoaderAllocatorHeaps": 6}
+         "GetLoaderAllocatorHeaps": 6, "GetHandleTableMemoryRegions": 7, "GetGCBookkeepingMemoryRegions": 8,
+         "GetGCFreeRegions": 9}
+#: ISOSMemoryEnum (ISOSEnum: Skip, Reset, GetCount; then Next)
+MEMORY_ENUM = {"Next": 6}
+
+
+class MemoryRegion(ctypes.Structure):
+    _fields_ = [("Start", CLRDATA_ADDRESS), ("Size", CLRDATA_ADDRESS), ("ExtraData", CLRDATA_ADDRESS),
+                ("Heap", c_int32)]
 #: VCSHeapType of TraverseVirtCallStubHeap
 STUB_HEAPS = ("IndcellHeap", "LookupHeap", "ResolveHeap", "DispatchHeap", "CacheEntryHeap", "VtableHeap")
 
@@ -676,6 +684,24 @@ class Oracle:
         return out
 
 
+    def gc_regions(self, method: str) -> list:
+        """{"start", "size", "heap"} of ISOSDacInterface13's GC memory regions (.NET 8+; [] before)."""
+        if self.sos13 is None:
+            return []
+        out = c_void_p()
+        if self.sos13.call(method, byref(out), argtypes=[c_void_p]) != S_OK or not out.value:
+            return []
+        regions = Interface(out.value, MEMORY_ENUM)
+        found = []
+        while True:
+            batch = (MemoryRegion * 64)()
+            got = c_uint32()
+            hr = regions.call("Next", c_uint32(64), batch, byref(got), argtypes=[c_uint32, c_void_p, c_void_p])
+            found += [{"start": r.Start, "size": r.Size, "heap": r.Heap} for r in batch[: got.value]]
+            if hr != S_OK or got.value < 64:
+                return found
+
+
 def main(argv) -> int:
     import argparse
 
@@ -708,6 +734,8 @@ def main(argv) -> int:
         result["fields"] = {str(mt): o.fields(mt) for mt in mts if mt != g.FreeMethodTable}
     if args.native_heaps:
         result["native_heaps"] = o.native_heaps()
+        result["gc_bookkeeping"] = o.gc_regions("GetGCBookkeepingMemoryRegions")
+        result["handle_tables"] = o.gc_regions("GetHandleTableMemoryRegions")
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()

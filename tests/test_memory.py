@@ -160,9 +160,7 @@ def test_loader_heaps_are_the_dacs(fresh_core, capsys):
                                                             "LoaderCodeHeap"}
     m = _memory(capsys, fresh_core.path)
     with clrlayout.open(fresh_core.path) as s:
-        from clrlayout.analyses.memory import loader_heaps
-
-        ours = {(b.start, b.size) for b in loader_heaps(s).blocks}
+        ours = {(b.start, b.size) for b in s.loader_heaps().blocks}
     assert held <= ours, sorted(held - ours)
     listed = {(b["address"], b["size"]) for b in dac}
     extra = sorted(ours - listed)
@@ -184,3 +182,19 @@ def test_loader_heaps_are_the_dacs(fresh_core, capsys):
         r = runtime[f"{starts[i]:#x}"]
         assert starts[i] <= address < starts[i] + r["size"]
     assert next(k["bytes"] for k in m["kinds"] if k["kind"] == "runtime") >= m["loader_heaps"]["dump_bytes"] > 0
+
+
+def test_gc_bookkeeping_is_the_dacs(fresh_core, capsys):
+    """The GC's bookkeeping reservations (card table, brick table, mark array, region map) from GcDacVars'
+    bookkeeping_start equal ISOSDacInterface13::GetGCBookkeepingMemoryRegions (.NET 8+; before, neither has
+    them), and what the dump holds of them is runtime memory."""
+    dac = fresh_core.dac_listing("--native-heaps")["gc_bookkeeping"]
+    with clrlayout.open(fresh_core.path) as s:
+        ours = s.gc_bookkeeping()
+    assert ours == [(r["start"], r["start"] + r["size"]) for r in dac]
+    assert bool(ours) == (int(fresh_core.runtime.split(".")[0]) >= 8)
+    m = _memory(capsys, fresh_core.path)
+    assert m["gc_bookkeeping"]["reservations"] == len(ours)
+    assert m["gc_bookkeeping"]["reserved_bytes"] == sum(hi - lo for lo, hi in ours)
+    held = sum(r["size"] for r in m["regions"] if r["owner"] == "GC bookkeeping")
+    assert held == m["gc_bookkeeping"]["dump_bytes"] and (held > 0) == bool(ours)

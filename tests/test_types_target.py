@@ -223,3 +223,34 @@ def test_windows_sample_fields_equal_reflection(types_sample):
     object the target made equals what reflection said, names included."""
     test_every_field_equals_reflection(types_sample)
     test_object_at_any_address_inside_it(types_sample)
+
+
+def test_struct_fields_have_the_dacs_method_tables(types_core):
+    """Every value-type field of the heap's types whose MethodTable the DAC knows (``GetFieldDescData``'s
+    ``MTOfType``: the loaded type) has the MethodTable clrlayout finds, instantiations of generic structs that
+    no object shows included (``Nullable<int>``, ``KeyValuePair<int, string>``: found in the loader heaps)."""
+    listing = types_core.dac_listing("--names", "--fields")
+    compared, generic = 0, set()
+    with clrlayout.open(types_core.path) as s:
+        s.method_tables_named("System.String")
+        for key, dac in listing["fields"].items():
+            mt = int(key)
+            if s.names.name(mt) is None:  # an emitted type: no metadata to read its fields' signatures from
+                continue
+            fields = {f.token: f for f in s.type_layout(mt).fields}
+            for f in dac:
+                if f["type"] != 0x11 or f["static"] or not f["field_mt"] or f["token"] not in fields:
+                    continue
+                ours = fields[f["token"]]
+                assert ours.field_method_table == f["field_mt"], (listing["names"][key], ours.name, ours.type)
+                compared += 1
+                if "`" in ours.type:
+                    generic.add(ours.type)
+    # the DACs of 8 and 10 know every value-type field of WithGenericStructs (those of 2.2 and 3.1 hosted here
+    # name the target's own types "<Unloaded Type>" and list no fields for them); all runtimes know
+    # FileStream's Nullable<bool> (on 2.2 precompiled in CoreLib's NGEN image)
+    own = int(types_core.runtime.split(".")[0]) >= 5
+    assert compared >= (10 if own else 1), compared
+    assert "System.Nullable`1[System.Boolean]" in generic or own
+    assert not own or {"System.Nullable`1[System.Int32]", "System.Nullable`1[Inner]",
+                        "System.Collections.Generic.KeyValuePair`2[System.Int32,System.String]"} <= generic, generic

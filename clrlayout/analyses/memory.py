@@ -3,10 +3,13 @@
 Each range of the dump's memory gets the kind of what claims it, the first of: the GC heap (its segments or
 regions, from their start to their committed end), a thread's stack (the thread list), an image (the module
 list, or on Linux the file mappings of a module's file), the runtime's own memory (its loader heaps, found by
-their block lists, ``runtime/loaderheaps.py``: MethodTables, EEClasses, stubs and JIT-compiled code; and on
-Linux the memfd the runtime double-maps its executable memory through, .NET 7+), a mapped file (any other
+their block lists, ``runtime/loaderheaps.py``: MethodTables, EEClasses, stubs and JIT-compiled code; the GC's
+bookkeeping, ``heap/bookkeeping.py``: card table, brick table, mark array; and on Linux the memfd the
+runtime double-maps its executable memory through, .NET 7+), a mapped file (any other
 file mapping, or a minidump's MEM_MAPPED range), else native memory (private memory: the C heaps, the
-runtime's other data).
+runtime's other data).  The loader heaps and the GC's bookkeeping are the runtime's own records of its
+reservations: they come before a thread's stack on a Linux core, which is the whole mapping that holds the
+stack pointer.
 The kinds add up to the dump's memory byte for byte.  The GC figures (object and free-object bytes per heap
 and generation) come from the same vectorised walk ``stats`` uses; on minidumps with a memory-info list, the
 whole address space is summarised by state, type and protection as ``!address -summary`` does.
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..heap.segments import HEAPS
-from ..runtime.loaderheaps import LoaderHeaps, find_loader_heaps
+from ..runtime.loaderheaps import LoaderHeaps
 
 #: kinds, in the order they claim memory (the first wins where claims overlap) and are shown
 KINDS = ("gc-heap", "stack", "image", "runtime", "mapped-file", "native")
@@ -73,6 +76,8 @@ class MemoryMap:
     address_space: dict = field(default_factory=dict)
     #: the runtime's loader heaps (None: not looked for)
     loader_heaps: LoaderHeaps | None = None
+    #: (start, end) of the GC's bookkeeping reservations
+    bookkeeping: list = field(default_factory=list)
 
     def kinds(self) -> dict:
         out = {k: [0, 0] for k in KINDS}
@@ -82,9 +87,10 @@ class MemoryMap:
         return out
 
 
-def claims(session, loader_heaps: LoaderHeaps | None = None) -> list[tuple[int, int, int, str, str]]:
+def claims(session, loader_heaps: LoaderHeaps | None = None, bookkeeping=()) -> list[tuple[int, int, int, str, str]]:
     """(start, end, rank, kind, owner) of everything that claims memory; lower rank wins.  ``loader_heaps``:
-    the runtime's loader heap blocks (:func:`loader_heaps`)."""
+    the runtime's loader heap blocks (``Session.loader_heaps``); ``bookkeeping``: the GC's bookkeeping
+    reservations (``Session.gc_bookkeeping``)."""
     d = session.dump
     out = []
     rank = {k: i for i, k in enumerate(KINDS)}
@@ -113,23 +119,15 @@ def claims(session, loader_heaps: LoaderHeaps | None = None) -> list[tuple[int, 
         if i.type in ("image", "mapped") and i.state == "commit":
             kind = "image" if i.type == "image" else "mapped-file"
             out.append((i.base, i.end, rank[kind], kind, ""))
+    # the runtime's own records of its reservations are exact: they come before a Linux core's thread stack,
+    # which is the whole mapping that holds the stack pointer (the kernel merges neighbouring mappings of the
+    # same protection, a stack with the GC's bookkeeping after it)
+    exact = rank["stack"] - 0.5
     for b in loader_heaps.blocks if loader_heaps is not None else ():
-        out.append((b.start, b.end, rank["runtime"], "runtime", "loader heap"))
+        out.append((b.start, b.end, exact, "runtime", "loader heap"))
+    for lo, hi in bookkeeping:
+        out.append((lo, hi, exact, "runtime", "GC bookkeeping"))
     return out
-
-
-def loader_heaps(session) -> LoaderHeaps:
-    """The runtime's loader heap blocks: records searched in all the dump's memory but the GC heap and the
-    images, the heaps that hold them in all but the GC heap."""
-    d = session.dump
-    segments = session.heap.segments if session.heap.exact else []
-    skip = [(seg.start, max(seg.end, seg.committed or 0)) for seg in segments]
-    module_paths = {m.path for m in d.modules}
-    if d.file_mappings:
-        images = [(m.start, m.end) for m in d.file_mappings if m.path in module_paths]
-    else:
-        images = [(m.base, m.end) for m in d.modules]
-    return find_loader_heaps(d.memory, skip, images)
 
 
 def _looks_like_image(path: str) -> bool:

@@ -164,7 +164,7 @@ def gc_interface(directory: str | None = None) -> dict:
 # --- finding GcDacVars ------------------------------------------------------------------------------
 
 
-def _search_ranges(dump: Dump, module: Module) -> list[tuple[int, int]]:
+def search_ranges(dump: Dump, module: Module) -> list[tuple[int, int]]:
     """The runtime image and, for ELF cores, the anonymous mappings right after it (its .bss)."""
     hi = module.end
     if dump.format == "elf-core":
@@ -182,7 +182,7 @@ def find_gc_dac_vars(dump: Dump, module: Module, warnings: list) -> GcDacVars | 
     dtype = np.dtype("<u8" if ptr == 8 else "<u4") if space.little_endian else np.dtype(">u8" if ptr == 8 else ">u4")
     layouts = {l["major"]: l for l in gc_interface()["layouts"]}
     rejected = 0
-    for lo, hi in _search_ranges(dump, module):
+    for lo, hi in search_ranges(dump, module):
         for addr, data in space.iter_windows(lo, hi, record=False):
             head = (-addr) % ptr
             n = (len(data) - head) // ptr
@@ -209,7 +209,7 @@ def find_gc_dac_vars(dump: Dump, module: Module, warnings: list) -> GcDacVars | 
 def _check_dac_vars(space: AddressSpace, at: int, layout: dict, module: Module) -> GcDacVars | None:
     ptr = space.pointer_size
     nhead = len(layout["header"]) - 1  # the two version bytes share one word
-    names = layout["fields"]
+    names = layout["fields"] + layout.get("appended", [])
     raw = space.try_read(at, (nhead + len(names)) * ptr)
     if raw is None:
         raw = space.read_available(at, (nhead + len(names)) * ptr)  # a later variable may lie past the dump

@@ -37,6 +37,7 @@ def record(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> dict:
         out["gc"] = None
     if mm.loader_heaps is not None:
         out["loader_heaps"] = _loader_heaps(mm)
+    out["gc_bookkeeping"] = _bookkeeping(mm)
     if mm.address_space:
         out["address_space"] = [{"what": w, "value": v, "ranges": n, "bytes": b}
                                 for (w, v), (n, b) in sorted(mm.address_space.items())]
@@ -52,6 +53,13 @@ def _loader_heaps(mm: MemoryMap) -> dict:
     lh = mm.loader_heaps
     held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == "loader heap")
     return {"blocks": len(lh.blocks), "lists": lh.lists, "reserved_bytes": lh.reserved_bytes, "dump_bytes": held}
+
+
+def _bookkeeping(mm: MemoryMap) -> dict:
+    """The GC's bookkeeping: its reservations, their bytes and the bytes the dump holds of them."""
+    held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == "GC bookkeeping")
+    return {"reservations": len(mm.bookkeeping), "reserved_bytes": sum(hi - lo for lo, hi in mm.bookkeeping),
+            "dump_bytes": held}
 
 
 def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> list[str]:
@@ -71,6 +79,12 @@ def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> lis
         lines += table(["Heaps", "Blocks", "Reserved", "In the dump"],
                        [[f"{lh['lists']:,}", f"{lh['blocks']:,}", f"{lh['reserved_bytes']:,}",
                          f"{lh['dump_bytes']:,}"]], "rrrr", indent="  ")
+    if mm.bookkeeping:
+        bk = _bookkeeping(mm)
+        lines += ["", "GC bookkeeping (card table, brick table, card bundles, mark array, region map):"]
+        lines += table(["Reservations", "Reserved", "In the dump"],
+                       [[f"{bk['reservations']:,}", f"{bk['reserved_bytes']:,}", f"{bk['dump_bytes']:,}"]], "rrr",
+                       indent="  ")
     if mm.address_space:
         space = sum(b for (w, _), (_, b) in mm.address_space.items() if w == "state")
         for what, title in (("state", "State"), ("type", "Type"), ("protect", "Protect")):

@@ -84,7 +84,7 @@ SCHEMA = {
     "object": {"header_size": int, "sync_block_offset": int, "method_table_offset": int, "alignment": int,
                "large_object_alignment": int, "min_object_size": int, "method_table_unmask": int,
                "sync_pointer_offset": int, "large_object_threshold": int},
-    "method_table": {"size": int, "fields": dict, "flags": dict, "union": dict},
+    "method_table": {"size": int, "fields": dict, "flags": dict, "union": dict, "relative_slots": int},
     "string": {"length_offset": int, "chars_offset": int, "base_size": int, "component_size": int,
                "terminator_size": int, "length_field": str, "chars_field": str, "max_length": int},
     "header": {"is_hash_or_syncblk": int, "is_hashcode": int, "hashcode_mask": int, "syncblock_index_mask": int,
@@ -137,6 +137,8 @@ class MethodTableSpec:
     fields: dict  # name -> FieldSpec
     flags: dict  # name -> mask
     eeclass_or_canon_mask: int
+    #: the multipurpose slots that hold pointers (ModuleOverride) are self-relative (2.x, FEATURE_PREJIT)
+    relative_slots: bool = False
 
     def field(self, name: str) -> FieldSpec | None:
         return self.fields.get(name)
@@ -445,7 +447,8 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
         version=version, applied_overrides=applied,
         object=ObjectSpec(**o),
         method_table=MethodTableSpec(size=mt["size"], fields=fields, flags=dict(mt["flags"]),
-                                     eeclass_or_canon_mask=mt.get("union", {}).get("eeclass_or_canon_mask", 3))
+                                     eeclass_or_canon_mask=mt.get("union", {}).get("eeclass_or_canon_mask", 3),
+                                     relative_slots=bool(mt.get("relative_slots", 0)))
         if has_mt else None,
         string=StringSpec(**s),
         header=HeaderSpec(**data["header"]),

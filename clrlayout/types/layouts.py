@@ -4,14 +4,21 @@ declaring class.
 
 Offsets count from the object pointer (the address of the MethodTable pointer), as SOS prints them; a
 value type's fields also carry their offset in the unboxed value.  A field of a value type is expanded
-with its own fields when the struct's MethodTable is known (the types of the heap, their parents, array
-elements and type arguments); otherwise its size is the room up to the next field and it is marked so.
+with its own fields when the struct's MethodTable is known: the types of the heap, their parents, array
+elements and type arguments; a non-generic struct's from its Module's TypeDef map; an instantiation of a
+generic struct that no object shows (a ``Nullable<int>`` field: a Nullable boxes as its T) from where the
+runtime loaded it, its loader heaps (the MethodTables there whose parent is System.ValueType, with the
+instantiation's TypeDef and type arguments; for reference type arguments, the shared ``__Canon`` one the
+runtime lays the field out with; on 2.x also in the NGEN images, which hold CoreLib's precompiled ones).  Otherwise its size is the room up to the next field and it is marked so.
 What cannot be read is said in ``TypeLayout.problems``, never guessed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
 
 from . import signatures as sigs
 from .eeclass import TypeSystemLayout
@@ -85,8 +92,13 @@ class _Class:
 class TypeLayouts:
     """Field layouts of the MethodTables of one dump, each worked out once."""
 
-    def __init__(self, names: TypeNames, spec: TypeSystemLayout | str):
+    def __init__(self, names: TypeNames, spec: TypeSystemLayout | str,
+                 loaded: Callable[[], list] | None = None):
+        """``loaded``: the ranges ``(start, end)`` of the runtime's loader heaps, asked for the first time a
+        generic struct no object shows is looked for."""
         self.names = names
+        self.loaded = loaded
+        self._value_types: list[int] | None = None  # the MethodTables in the loader heaps whose parent is ValueType
         self.mts = names.mts
         self.space = names.space
         self.profile = names.profile
@@ -347,8 +359,69 @@ class TypeLayouts:
             if None in args:
                 return None
             hits = [m for m in self._candidates(*where) if self.names.type_arguments(m) == args]
+            if not hits:
+                hits = self._loaded_instantiation(*where, args, sig.args)
             return hits[0] if len(hits) == 1 else None
         return None
+
+    def _loaded_instantiation(self, image, rid: int, args: list[int], arg_sigs: list) -> list[int]:
+        """The instantiation of the generic value type ``rid`` of ``image`` over ``args`` among the value
+        types of the runtime's loader heaps: the exact one, else the one the runtime lays fields out with
+        (reference type arguments shared as ``System.__Canon``)."""
+        loaded = [m for m in self._loaded_value_types()
+                  if self.names.token_of(m) == rid and self.names.image_of(m) is image]
+        if not loaded:
+            return []
+        hits = [m for m in loaded if self.names.type_arguments(m) == args]
+        if not hits:
+            canon = self._canon_method_table()
+            shared = [canon if a.element not in (sigs.VALUETYPE, sigs.GENERICINST) and a.element not in
+                      sigs.PRIMITIVE_NAMES else arg for a, arg in zip(arg_sigs, args)]
+            if canon is None or shared == args:
+                return []
+            hits = [m for m in loaded if self.names.type_arguments(m) == shared]
+        return [m for m in hits if self.mts.get(m) is not None]
+
+    def _canon_method_table(self) -> int | None:
+        core = self._core_image()
+        rid = core.metadata.find_type("System.__Canon") if core is not None else None
+        return self._typedef_method_table(core, rid) if rid else None
+
+    def _loaded_value_types(self) -> list[int]:
+        """Where a word of the runtime's loader heaps points at System.ValueType as a MethodTable's parent
+        pointer does: the MethodTables of the value types the runtime loaded (not validated here)."""
+        if self._value_types is not None:
+            return self._value_types
+        self._value_types = []
+        value_type = next((m for m in self.universe() if self.names.name(m) == "System.ValueType"), None)
+        if value_type is None or self.loaded is None:
+            return self._value_types
+        ptr = self.profile.pointer_size
+        parent_at = self.profile.method_table.field("m_pParentMethodTable").offset
+        word = np.dtype(("<" if self.space.little_endian else ">") + ("u8" if ptr == 8 else "u4"))
+        found = set()
+        window = self.space.limits.window
+        ranges = list(self.loaded())
+        if not isinstance(self.spec, str) and self.spec.relative:
+            # a runtime built with FEATURE_PREJIT (2.x) also finds types its NGEN images hold precompiled
+            # (CoreLib's Nullable<bool>): the managed modules' memory is searched too
+            ranges += [(m.base, m.end) for m in self.names.images.dump.modules]
+        for start, end in ranges:
+            at = start + -start % ptr
+            while at + ptr <= end:
+                region = self.space.next_region(at)  # the dump's memory in the block, piece by piece
+                if region is None or region.start >= end:
+                    break
+                at = max(at, region.start + -region.start % ptr)
+                data = self.space.read_available(at, min(window, region.end - at, end - at))
+                if len(data) < ptr:
+                    at = region.end
+                    continue
+                w = np.frombuffer(data, dtype=word, count=len(data) // ptr)
+                found.update(at + i * ptr - parent_at for i in np.flatnonzero(w == value_type).tolist())
+                at += len(data) - len(data) % ptr
+        self._value_types = sorted(a for a in found if a > 0 and a % ptr == 0)
+        return self._value_types
 
     def _typedef_method_table(self, image, rid: int) -> int | None:
         """The MethodTable of a non-generic TypeDef: one the dump shows, else the one its Module's map holds."""

@@ -115,7 +115,15 @@ class TypeNames:
             offset = self.profile.method_table.size + ptr * (index - 2) + ptr * ((mt.get("m_wNumVirtuals", 0) + 7) >> 3)
         base = address if mt is raw else (raw.m_pEEClass & ~3)
         data = self.space.try_read(base + offset, ptr)
-        return int.from_bytes(data, "little") if data else None
+        if not data:
+            return None
+        value = int.from_bytes(data, "little")
+        if self.profile.method_table.relative_slots:  # RelativeFixupPointer<PTR_Module> (2.x)
+            value = relative_target(base + offset, value, ptr)
+            if value & 1:  # FIXUP_POINTER_INDIRECTION: the slot's target holds the Module
+                data = self.space.try_read(value & ~1, ptr)
+                value = int.from_bytes(data, "little") if data else 0
+        return value or None
 
     def _token(self, raw) -> int:
         if "m_dwFlags2" in raw:

@@ -33,6 +33,14 @@ public class Explicit { [FieldOffset(0)] public int Low; [FieldOffset(4)] public
 
 public enum Colour : short { Red = 1, Green = -2 }
 
+// Fields of generic value types that no object on the heap shows (a Nullable<T> boxes as its T): their
+// MethodTables are found where the runtime loaded them.
+public class WithGenericStructs
+{
+    public int? Maybe; public DateTime? Never; public byte Tail; public KeyValuePair<int, string> Pair;
+    public Inner? MaybeInner; public KeyValuePair<long, byte> Small;
+}
+
 public class Generic<T> { public T Value; public int Count; public Colour Tint; }
 
 public class Primitives
@@ -82,7 +90,22 @@ static class Program
         if (t == typeof(IntPtr)) return Quote(Hex(((IntPtr)v).ToInt64()));
         if (t == typeof(UIntPtr)) return Quote(Hex((long)((UIntPtr)v).ToUInt64()));
         if (t.IsPrimitive) return Quote(Convert.ToString(v, CultureInfo.InvariantCulture));
+        if (t.IsGenericType && t.GetGenericTypeDefinition() == typeof(Nullable<>)) return NullableFields(v, t);
         return Fields(v, t);  // a struct: its own fields
+    }
+
+    // A Nullable<T> boxes as its T, or as null: its two fields (hasValue, value) as the struct holds them.
+    static string NullableFields(object v, Type t)
+    {
+        Type u = Nullable.GetUnderlyingType(t);
+        var parts = new List<string>();
+        foreach (FieldInfo f in t.GetFields(BindingFlags.Instance | BindingFlags.Public | BindingFlags.NonPublic | BindingFlags.DeclaredOnly))
+        {
+            string value = f.FieldType == typeof(bool) ? Value(v != null, typeof(bool)) : Value(v ?? Activator.CreateInstance(u), u);
+            parts.Add(string.Format("{{\"name\": {0}, \"token\": {1}, \"declaring_type\": {2}, \"type\": {3}, \"value\": {4}}}",
+                Quote(f.Name), f.MetadataToken, Quote(t.ToString()), Quote(f.FieldType.ToString()), value));
+        }
+        return "{\"fields\": [" + string.Join(", ", parts.ToArray()) + "]}";
     }
 
     static string Fields(object o, Type type)
@@ -171,6 +194,8 @@ static class Program
         var g1 = new Generic<string>(); g1.Value = "generic"; g1.Count = 3; g1.Tint = Colour.Green;
         var g2 = new Generic<long>(); g2.Value = long.MinValue; g2.Count = -3; g2.Tint = Colour.Red;
         var g3 = new Generic<Inner>(); g3.Value.S = 12; g3.Value.I = 13; g3.Value.B = 14; g3.Count = 15;
+        var gs = new WithGenericStructs(); gs.Maybe = -77; gs.Tail = 0x5A; gs.Pair = new KeyValuePair<int, string>(99, "pair");
+        gs.MaybeInner = new Inner { S = 3, I = 4, B = 5 }; gs.Small = new KeyValuePair<long, byte>(long.MinValue, 0xEE);
         var pr = new Primitives(); pr.Bo = true; pr.Ch = '\u00e9'; pr.I1 = -8; pr.U1 = 200; pr.I2 = -16000; pr.U2 = 60000;
         pr.I4 = int.MinValue; pr.U4 = uint.MaxValue; pr.I8 = long.MaxValue; pr.U8 = ulong.MaxValue; pr.R4 = 1.5e-7f;
         pr.R8 = -2.25e300; pr.Ptr = new IntPtr(0x12345678); pr.UPtr = new UIntPtr(0x87654321u);
@@ -178,7 +203,7 @@ static class Program
             new Version(1, 2, 3, 4), new List<int>(new[] { 1, 2, 3 }), d, new Exception("boom"),
             Tuple.Create(7, "seven"), new KeyValuePair<string, int>("kv", 42), new DateTime(2000, 1, 2, 3, 4, 5),
             new Guid("deadbeef-0000-1111-2222-333344445555"), 79228162514264337593543950335m, (object)Colour.Green,
-            p, dv, ws, ex, g1, g2, g3, pr,
+            p, dv, ws, ex, g1, g2, g3, pr, gs,
             new[] { true, false, true }, "chars".ToCharArray(), new sbyte[] { -1, 2 }, new byte[] { 1, 2, 255 },
             new short[] { -3, 4 }, new ushort[] { 5, 65535 }, new[] { -6, 7, int.MaxValue }, new uint[] { 8, 9 },
             new[] { -10L, 11L }, new ulong[] { 12, ulong.MaxValue }, new[] { 1.25f, -0f }, new[] { double.Epsilon, 3.5 },
