@@ -720,7 +720,7 @@ def main(argv) -> int:
     result = {"string_method_table": g.StringMethodTable, "free_method_table": g.FreeMethodTable,
               "object_method_table": g.ObjectMethodTable, "exception_method_table": g.ExceptionMethodTable,
               "segments": segments, "objects": objects,
-              "stray_words": stray}
+              "allocation_contexts": sorted(o.allocation_contexts().items()), "stray_words": stray}
     mts = sorted({mt for _, mt, _, _ in objects})
     if args.names:
         result["names"] = {str(mt): o.name(mt) for mt in mts}
