@@ -254,3 +254,27 @@ def test_struct_fields_have_the_dacs_method_tables(types_core):
     assert "System.Nullable`1[System.Boolean]" in generic or own
     assert not own or {"System.Nullable`1[System.Int32]", "System.Nullable`1[Inner]",
                         "System.Collections.Generic.KeyValuePair`2[System.Int32,System.String]"} <= generic, generic
+
+
+def test_trim_types_keeps_every_layout(types_core, tmp_path, capsys):
+    """``trim --types`` keeps what naming and laying out every heap type reads, fields of generic structs no
+    object shows included (the MethodTables found in the loader heaps, and the records that find those heaps
+    again, not the memory searched): ``type`` of every object's type says the same on the trimmed dump, a
+    small part of the original."""
+    from clrlayout.cli import main
+
+    out = tmp_path / "trimmed.core"
+    assert main(["trim", str(types_core.path), str(out), "--types"]) == 0
+    capsys.readouterr()
+    assert out.stat().st_size * 10 < types_core.path.stat().st_size
+    compared = 0
+    for o in types_core.truth["objects"]:
+        if o["type"].startswith(DYNAMIC):
+            continue
+        said = []
+        for path in (types_core.path, out):
+            assert main(["type", str(path), o["method_table"], "--format", "json"]) == 0
+            said.append(capsys.readouterr().out)
+        assert said[0] == said[1], o["type"]
+        compared += 1
+    assert compared >= 30

@@ -63,8 +63,14 @@ def find_loader_heaps(space: AddressSpace, skip=(), images=(), directory: str | 
     the ``skip`` ranges ``(start, end)`` (the GC heap) and the ``images`` (no record lives there; a heap that
     points at them may: the global loader allocator's heaps are static data of the runtime module)."""
     spec = block_spec(directory)
-    records, problem = _records(space, spec, _merged(list(skip) + list(images)))
-    lists, blocks = _kept(records, spec, space, _merged(skip))
+    with space.paused_recording():  # a search reads everything; what it found is noted below
+        records, problem = _records(space, spec, _merged(list(skip) + list(images)))
+        lists, blocks, anchors = _kept(records, spec, space, _merged(skip))
+    ptr, near = space.pointer_size, int(spec["near"])
+    for b in blocks:  # what finds them again in a dump that keeps only what was read (trim)
+        space.note(b.record, 4 * ptr)
+    for at in anchors:
+        space.note(at - near * ptr, (2 * near + 1) * ptr)
     return LoaderHeaps(blocks, lists, problem)
 
 
@@ -138,10 +144,10 @@ def _records(space: AddressSpace, spec: dict, skip) -> tuple[dict, str | None]:
     return out, None
 
 
-def _kept(records: dict, spec: dict, space: AddressSpace, skip) -> tuple[int, list[LoaderHeapBlock]]:
+def _kept(records: dict, spec: dict, space: AddressSpace, skip) -> tuple[int, list[LoaderHeapBlock], list[int]]:
     """The records whose whole list holds together (each ``next`` another record, the last null), whose
     block starts in memory of the process and whose list a heap holds (:func:`_held`): (how many lists,
-    their blocks by address, one per block)."""
+    their blocks by address, one per block, and where the heaps point at their lists)."""
     max_list = int(spec["max_list"])
     whole: dict[int, bool] = {}
     for start in records:
@@ -157,7 +163,8 @@ def _kept(records: dict, spec: dict, space: AddressSpace, skip) -> tuple[int, li
             whole[a] = ok
     kept = [a for a, ok in whole.items() if ok and space.is_described(records[a][1])]
     pointed = {records[a][0] for a in kept}
-    heads = _held(space, {a: records[a] for a in kept if a not in pointed}, skip, int(spec["near"]))
+    held = _held(space, {a: records[a] for a in kept if a not in pointed}, skip, int(spec["near"]))
+    heads = sorted(held)
     kept = []
     for head in heads:
         at = head
@@ -169,20 +176,20 @@ def _kept(records: dict, spec: dict, space: AddressSpace, skip) -> tuple[int, li
     for a in sorted(kept):
         _, start, size, release = records[a]
         blocks.setdefault((start, size), LoaderHeapBlock(a, start, size, bool(release)))
-    return lists, sorted(blocks.values(), key=lambda b: (b.start, b.size))
+    return lists, sorted(blocks.values(), key=lambda b: (b.start, b.size)), sorted(held.values())
 
 
-def _held(space: AddressSpace, heads: dict, skip, near: int) -> list[int]:
-    """The first records of ``heads`` (address -> record) that a loader heap holds: a word of the memory
-    searched (all but ``skip``) equal to the record's address, with a pointer into its block at most ``near``
-    words before or after it."""
+def _held(space: AddressSpace, heads: dict, skip, near: int) -> dict[int, int]:
+    """The first records of ``heads`` (address -> record) that a loader heap holds, each with the address of
+    the word that points at it: a word of the memory searched (all but ``skip``) equal to the record's
+    address, with a pointer into its block at most ``near`` words before or after it."""
     if not heads:
-        return []
+        return {}
     ptr = space.pointer_size
     e = "<" if space.little_endian else ">"
     word = np.dtype(e + ("u8" if ptr == 8 else "u4"))
     wanted = np.array(sorted(heads), dtype=word)
-    found: set = set()
+    found: dict = {}
     window = space.limits.window
     for lo, hi in _searched(space, skip):
         pos = lo
@@ -199,6 +206,6 @@ def _held(space: AddressSpace, heads: dict, skip, near: int) -> list[int]:
                 _, block, size, _ = heads[head]
                 around = w[max(0, i - near) : i + near + 1]
                 if np.any((around >= word.type(block)) & (around <= word.type(block + size))):
-                    found.add(head)
+                    found[head] = start + i * ptr
             pos += window
-    return sorted(found)
+    return found

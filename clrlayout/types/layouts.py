@@ -396,32 +396,41 @@ class TypeLayouts:
         value_type = next((m for m in self.universe() if self.names.name(m) == "System.ValueType"), None)
         if value_type is None or self.loaded is None:
             return self._value_types
-        ptr = self.profile.pointer_size
-        parent_at = self.profile.method_table.field("m_pParentMethodTable").offset
-        word = np.dtype(("<" if self.space.little_endian else ">") + ("u8" if ptr == 8 else "u4"))
-        found = set()
-        window = self.space.limits.window
         ranges = list(self.loaded())
         if not isinstance(self.spec, str) and self.spec.relative:
             # a runtime built with FEATURE_PREJIT (2.x) also finds types its NGEN images hold precompiled
             # (CoreLib's Nullable<bool>): the managed modules' memory is searched too
             ranges += [(m.base, m.end) for m in self.names.images.dump.modules]
-        for start, end in ranges:
-            at = start + -start % ptr
-            while at + ptr <= end:
-                region = self.space.next_region(at)  # the dump's memory in the block, piece by piece
-                if region is None or region.start >= end:
-                    break
-                at = max(at, region.start + -region.start % ptr)
-                data = self.space.read_available(at, min(window, region.end - at, end - at))
-                if len(data) < ptr:
-                    at = region.end
-                    continue
-                w = np.frombuffer(data, dtype=word, count=len(data) // ptr)
-                found.update(at + i * ptr - parent_at for i in np.flatnonzero(w == value_type).tolist())
-                at += len(data) - len(data) % ptr
+        ptr = self.profile.pointer_size
+        parent_at = self.profile.method_table.field("m_pParentMethodTable").offset
+        found: set[int] = set()
+        with self.space.paused_recording():  # the MethodTables it finds are noted as they are validated
+            for start, end in ranges:
+                found.update(at - parent_at for at in self._words_equal(start, end, value_type))
         self._value_types = sorted(a for a in found if a > 0 and a % ptr == 0)
         return self._value_types
+
+    def _words_equal(self, start: int, end: int, value: int) -> list[int]:
+        """The addresses of the pointer-aligned words in ``[start, end)`` that the dump holds and that are
+        ``value``."""
+        ptr = self.profile.pointer_size
+        word = np.dtype(("<" if self.space.little_endian else ">") + ("u8" if ptr == 8 else "u4"))
+        window = self.space.limits.window
+        out: list[int] = []
+        at = start + -start % ptr
+        while at + ptr <= end:
+            region = self.space.next_region(at)  # the dump's memory in the range, piece by piece
+            if region is None or region.start >= end:
+                break
+            at = max(at, region.start + -region.start % ptr)
+            data = self.space.read_available(at, min(window, region.end - at, end - at))
+            if len(data) < ptr:
+                at = region.end
+                continue
+            w = np.frombuffer(data, dtype=word, count=len(data) // ptr)
+            out += [at + i * ptr for i in np.flatnonzero(w == value).tolist()]
+            at += len(data) - len(data) % ptr
+        return out
 
     def _typedef_method_table(self, image, rid: int) -> int | None:
         """The MethodTable of a non-generic TypeDef: one the dump shows, else the one its Module's map holds."""
