@@ -7,6 +7,7 @@
     python sample_dumps/make_dumps.py --only 8.0.4:linux-x64   # a kind on another runtime (2.2.5, 8.0.4, 10.0.0)
     python sample_dumps/make_dumps.py --only 10.0.13:linux-x64-singlefile
     python sample_dumps/make_dumps.py --only 8.0.4:types-win-x64  # the types target (trim --types)
+    python sample_dumps/make_dumps.py --only 10.0.0:types-linux-x64
 
 What it does, per dump:
 1. compiles targets/strings/Program.cs (and targets/minidumper/Program.cs) with Mono's C# compiler (mcs);
@@ -82,8 +83,10 @@ class Kind:
         if self.platform.startswith("linux"):
             host = (" (a self-contained app's runtime folder, the target hosted by sample_dumps/corehost.py)"
                     if self.version in runtimes.SELF_CONTAINED else "")
-            return (f"createdump --withheap of CoreCLR {self.version} linux-x64 ({runtimes.PACKAGES[self.version][0]})"
-                    f"{host}{gc}, then clrlayout trim")
+            how = "--full" if self.target == "types" else "--withheap"
+            trim = "clrlayout trim --types" if self.target == "types" else "clrlayout trim"
+            return (f"createdump {how} of CoreCLR {self.version} linux-x64 ({runtimes.PACKAGES[self.version][0]})"
+                    f"{host}{gc}, then {trim}")
         return (f"Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR {self.version} {self.platform} "
                 f"({runtimes.PACKAGES[self.version][0]}){gc}, with a MemoryInfoListStream of VirtualQueryEx's regions "
                 f"(targets/minidumper --memory-info: Wine's dbghelp ignores MiniDumpWithFullMemoryInfo), then clrlayout trim")
@@ -99,6 +102,8 @@ KINDS += [Kind("10.0.13", "linux-x64", single_file=True)]
 # checked against reflection on every test run (Linux ones are checked against the DAC on fresh cores)
 KINDS += [Kind(v, "win-x64", target="types") for v in ("3.1.23", "8.0.4")]
 KINDS += [Kind(v, "win-x86", target="types") for v in ("2.1.8", "3.1.23")]
+# and one on Linux, for the README's examples of `type` and `dump --layout` (fields of generic structs too)
+KINDS += [Kind("10.0.0", "linux-x64", target="types")]
 BY_KEY = {k.key: k for k in KINDS}
 
 
@@ -301,7 +306,10 @@ def main() -> int:
             if kind.single_file:
                 raw, truth = make_single_file(build, work)
             elif kind.platform.startswith("linux"):
-                raw, truth = make_linux(build, work, server=kind.server, runtime=runtimes.get(kind.version))
+                # the types target's own assembly is named from its image: a full dump holds it (its file, in a
+                # temporary folder, is gone when the sample is read)
+                raw, truth = make_linux(build, work, server=kind.server, runtime=runtimes.get(kind.version),
+                                        target=kind.target, full=kind.target == "types")
             else:
                 raw, truth = make_windows(kind, build, work, args.wine_prefix, target=kind.target)
             out = HERE / kind.file

@@ -120,8 +120,8 @@ def fresh_core(request, target_build, tmp_path_factory):
 
 @pytest.fixture(params=manifest("types"), ids=lambda e: e["file"])
 def types_sample(request):
-    """A trimmed sample of the types target (Windows x64 under Wine, `trim --types`), as a FreshCore: the
-    same checks as on fresh cores, against reflection (no DAC for a Windows dump here)."""
+    """A trimmed sample of the types target (`trim --types`: Windows x64 and x86 under Wine, and Linux x64), as
+    a FreshCore: the same checks as on fresh cores, against reflection (no DAC here)."""
     from fresh import FreshCore
 
     e = request.param

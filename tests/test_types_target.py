@@ -218,7 +218,7 @@ def test_mt_selects_the_objects_of_any_method_table(types_core, capsys):
         assert "--mt 0x10: no MethodTable in the dump there" in err and err.count("\n") == 1
 
 
-def test_windows_sample_fields_equal_reflection(types_sample):
+def test_sample_fields_equal_reflection(types_sample):
     """The Windows x64 EEClass layouts (formats/type-system.toml), on real minidumps: every field of every
     object the target made equals what reflection said, names included."""
     test_every_field_equals_reflection(types_sample)

@@ -64,6 +64,82 @@ class _File:
         os.close(self.fd)
 
 
+class _MappedFile:
+    """Bytes of a file that is not on this machine, from the dump's copy of its mappings (a full core holds
+    the pages a process mapped from its files): ``read`` gives the file's bytes at an offset where a mapping
+    of it covers them and the dump holds them, up to the first byte it cannot give."""
+
+    def __init__(self, path: str, mappings: list, space):
+        self.path = f"{path} (the dump's copy of its mappings)"
+        self._pieces = sorted((m.offset, m.offset + (m.end - m.start), m.start) for m in mappings)
+        self._space = space
+        self.size = max(hi for _, hi, _ in self._pieces)
+
+    def read(self, offset: int, size: int) -> bytes:
+        out = bytearray()
+        while size > 0:
+            piece = next(((lo, hi, at) for lo, hi, at in self._pieces if lo <= offset < hi), None)
+            if piece is None:
+                break
+            lo, hi, at = piece
+            data = self._space.read_available(at + offset - lo, min(size, hi - offset))
+            out += data
+            if len(data) < min(size, hi - offset):
+                break
+            offset, size = offset + len(data), size - len(data)
+        return bytes(out)
+
+    @staticmethod
+    def of(path: str, mappings: list, space) -> "_MappedFile | None":
+        """The dump's copy of ``path`` when it holds the first page of one of its mappings."""
+        mine = [m for m in mappings if m.path == path]
+        if not mine or not any(space.try_read(m.start, 2) is not None for m in mine):
+            return None
+        return _MappedFile(path, mine, space)
+
+    def close(self) -> None:
+        pass
+
+
+def _reader(f, start: int, essential: bool):
+    """read(offset, size) over the image that starts at ``start`` of ``f``: all of it, or (``essential``) what
+    names need only (:func:`_essential`)."""
+    if not essential:
+        return lambda offset, size: f.read(start + offset, size)
+    return _essential(lambda offset, size: f.read(start + offset, size),
+                      lambda rva, at, size: f.read(start + at, size))
+
+
+def _essential(read_head, read_section):
+    """read(offset, size) over the flat file bytes of an image rebuilt from what names need: the headers
+    (``read_head(offset, size)``), the CLI header and the metadata, each read where it is
+    (``read_section(rva, file offset, size)``) and put at its file offset; the code, resources and
+    precompiled code of the sections are not needed for names and stay zero, so that a dump that keeps only
+    what was read (trim) still names its types."""
+    head = read_head(0, HEADER_BYTES)
+    pe = _headers(head)
+    if pe is None:
+        return lambda offset, size: head[offset : offset + size]
+    flat = bytearray(min(_extent(pe), MAX_IMAGE_BYTES))
+    flat[: len(head)] = head[: len(flat)]
+
+    def copy(rva: int, size: int) -> bytes:
+        at = _file_offset(pe, rva)
+        if at is None or not 0 <= at < len(flat):
+            return b""
+        data = read_section(rva, at, min(size, len(flat) - at))
+        flat[at : at + len(data)] = data
+        return data
+
+    directories = pe.OPTIONAL_HEADER.DATA_DIRECTORY
+    if len(directories) > CLI_HEADER_DIRECTORY and directories[CLI_HEADER_DIRECTORY].VirtualAddress:
+        cli = copy(directories[CLI_HEADER_DIRECTORY].VirtualAddress, CLI_HEADER_BYTES)
+        if len(cli) >= 16:
+            metadata_rva, metadata_size = int.from_bytes(cli[8:12], "little"), int.from_bytes(cli[12:16], "little")
+            copy(metadata_rva, metadata_size)
+    return lambda offset, size: bytes(flat[offset : offset + size])
+
+
 def _headers(head: bytes):
     """The PE headers and section table of an image's first bytes (pefile), or None."""
     import pefile
@@ -102,7 +178,9 @@ class ManagedImages:
         self._images: dict[tuple, Image | None] = {}
         self._by_module: dict[int, Image | None] = {}
         self._assembly_dirs = list(assemblies or [])
-        self._starts_of: dict[int, int | None] = {}
+        self._starts_of: dict[tuple, int | None] = {}
+        #: the one source of each mapped file's images: the dump's copy of its mappings, or the file on disk
+        self._sources: dict[str, object] = {}
         self._why = "module's image not found"
         self._by_name: dict[str, str] | None = None
         #: why a runtime Module's image could not be had, by Module address
@@ -197,41 +275,64 @@ class ManagedImages:
             return None
         if not m.path.lower().endswith((".dll", ".exe")) and "/" in m.path and "." in m.path.rsplit("/", 1)[-1]:
             return None  # a shared library or data file (a single-file app's bundle has no such suffix)
-        f = self._file(m.path)
-        if f is None:
-            self._why = "assembly file not found (give --assemblies DIR)"
-            return None
-        start = self._image_start(i, f)
-        if start is None:
-            return None
-        image = self._image((f.path, start), m.path, lambda off, size: f.read(start + off, size))
-        if image is None:
-            return None
         at = m.offset + (address - m.start)
+        found = self._elf_source(i)
+        if found is None:
+            return None
+        f, image = found
         return image if self._named_at(image, lambda n: f.read(at, n)) else None
+
+    def _elf_source(self, i: int):
+        """(the file's bytes, the image) of the image that mapping ``i`` belongs to: read from the dump's copy
+        of the file's mappings when it holds the image's headers and metadata (full cores; only those are
+        read), else from the file on disk; None when neither gives one.  One source per file, so that a type's
+        image is one object whatever address led to it."""
+        m = self._mappings[i]
+        chosen = self._sources.get(m.path)
+        if chosen is None:
+            copy = _MappedFile.of(m.path, self._mappings, self.space)
+            candidates = [f for f in (copy, self._file(m.path)) if f is not None]
+        else:
+            candidates = [chosen]
+        for f in candidates:
+            start = self._image_start(i, f)
+            if start is None:
+                continue
+            image = self._image((f.path, start), m.path, _reader(f, start, essential=isinstance(f, _MappedFile)))
+            if image is not None:
+                self._sources[m.path] = f
+                return f, image
+        if not candidates:
+            self._why = "assembly file not found (give --assemblies DIR)"
+        return None
 
     def _beyond_mapping(self, i: int, address: int) -> Image | None:
         """The image whose sections the loader copied into memory after mapping only its headers from the file
         (CoreCLR's PAL does so for IL images whose sections are not page-aligned): ``address`` lies within
-        SizeOfImage of the mapping of its MZ header, and its RVA's bytes in the file are the name."""
+        SizeOfImage of the mapping of its MZ header, and its RVA's bytes are the name (in the file, or in the
+        dump's memory where the image is read from the dump's copy)."""
         m = self._mappings[i]
         if m.offset != 0 or not m.path.lower().endswith((".dll", ".exe")):
             return None
-        f = self._file(m.path)
-        if f is None:
+        found = self._elf_source(i)
+        if found is None:
             return None
-        image = self._image((f.path, 0), m.path, f.read)
-        if image is None or address - m.start >= image.headers.OPTIONAL_HEADER.SizeOfImage:
+        f, image = found
+        if address - m.start >= image.headers.OPTIONAL_HEADER.SizeOfImage:
             return None
         at = _file_offset(image.headers, address - m.start)
-        return image if at is not None and self._named_at(image, lambda n: f.read(at, n)) else None
+        if at is None:
+            return None
+        name_at = (lambda n: f.read(at, n)) if isinstance(f, _File) else \
+            (lambda n: self.space.try_read(address, n) or b"")
+        return image if self._named_at(image, name_at) else None
 
-    def _image_start(self, i: int, f: _File) -> int | None:
+    def _image_start(self, i: int, f) -> int | None:
         """The file offset where the image holding mapping ``i`` starts: that of the nearest mapping of the
         same file, at or below it, that starts with MZ (a single-file app maps its assemblies from inside
         one bundle file; an R2R image maps its sections separately)."""
-        if i in self._starts_of:
-            return self._starts_of[i]
+        if (i, f.path) in self._starts_of:
+            return self._starts_of[(i, f.path)]
         m = self._mappings[i]
         found = None
         for j in range(i, -1, -1):
@@ -239,7 +340,7 @@ class ManagedImages:
             if n.path == m.path and n.offset <= m.offset and f.read(n.offset, 2) == b"MZ":
                 found = n.offset
                 break
-        self._starts_of[i] = found
+        self._starts_of[(i, f.path)] = found
         return found
 
     def _module_image(self, address: int) -> Image | None:
@@ -262,31 +363,10 @@ class ManagedImages:
         return None
 
     def _flat_from_memory(self, mod):
-        """read(offset, size) over the flat file bytes rebuilt from an image mapped in the dump's memory: the
-        headers, the CLI header and the metadata, each read at its RVA and put at its file offset (the code,
-        resources and precompiled code of the sections are not needed for names and stay zero)."""
-        head = self.space.try_read(mod.base, HEADER_BYTES) or b""
-        pe = _headers(head)
-        if pe is None:
-            return lambda offset, size: head[offset : offset + size]
-        flat = bytearray(min(_extent(pe), MAX_IMAGE_BYTES))
-        flat[: len(head)] = head[: len(flat)]
-
-        def copy(rva: int, size: int) -> bytes:
-            at = _file_offset(pe, rva)
-            if at is None or not 0 <= at < len(flat):
-                return b""
-            data = self.space.read_available(mod.base + rva, min(size, len(flat) - at))
-            flat[at : at + len(data)] = data
-            return data
-
-        directories = pe.OPTIONAL_HEADER.DATA_DIRECTORY
-        if len(directories) > CLI_HEADER_DIRECTORY and directories[CLI_HEADER_DIRECTORY].VirtualAddress:
-            cli = copy(directories[CLI_HEADER_DIRECTORY].VirtualAddress, CLI_HEADER_BYTES)
-            if len(cli) >= 16:
-                metadata_rva, metadata_size = int.from_bytes(cli[8:12], "little"), int.from_bytes(cli[12:16], "little")
-                copy(metadata_rva, metadata_size)
-        return lambda offset, size: bytes(flat[offset : offset + size])
+        """read(offset, size) over the flat file bytes rebuilt from an image mapped in the dump's memory (its
+        sections at their RVAs): :func:`_essential`."""
+        return _essential(lambda off, size: self.space.try_read(mod.base + off, size) or b"",
+                          lambda rva, at, size: self.space.read_available(mod.base + rva, size))
 
     def loaded(self) -> list[Image]:
         """The images read so far (each once)."""
