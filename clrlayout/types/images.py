@@ -103,23 +103,24 @@ class _MappedFile:
 
 def _reader(f, start: int, essential: bool):
     """read(offset, size) over the image that starts at ``start`` of ``f``: all of it, or (``essential``) what
-    names need only (:func:`_essential`)."""
+    names need only (:func:`_essential`), None when ``f`` does not hold all of that (a core that kept some of
+    an image's pages: the file on disk is read instead)."""
     if not essential:
         return lambda offset, size: f.read(start + offset, size)
     return _essential(lambda offset, size: f.read(start + offset, size),
-                      lambda rva, at, size: f.read(start + at, size))
+                      lambda rva, at, size: f.read(start + at, size), whole=True)
 
 
-def _essential(read_head, read_section):
+def _essential(read_head, read_section, whole: bool = False):
     """read(offset, size) over the flat file bytes of an image rebuilt from what names need: the headers
     (``read_head(offset, size)``), the CLI header and the metadata, each read where it is
     (``read_section(rva, file offset, size)``) and put at its file offset; the code, resources and
     precompiled code of the sections are not needed for names and stay zero, so that a dump that keeps only
-    what was read (trim) still names its types."""
+    what was read (trim) still names its types.  ``whole``: None unless each of those is there in full."""
     head = read_head(0, HEADER_BYTES)
     pe = _headers(head)
     if pe is None:
-        return lambda offset, size: head[offset : offset + size]
+        return None if whole else lambda offset, size: head[offset : offset + size]
     flat = bytearray(min(_extent(pe), MAX_IMAGE_BYTES))
     flat[: len(head)] = head[: len(flat)]
 
@@ -132,11 +133,14 @@ def _essential(read_head, read_section):
         return data
 
     directories = pe.OPTIONAL_HEADER.DATA_DIRECTORY
+    complete = False
     if len(directories) > CLI_HEADER_DIRECTORY and directories[CLI_HEADER_DIRECTORY].VirtualAddress:
         cli = copy(directories[CLI_HEADER_DIRECTORY].VirtualAddress, CLI_HEADER_BYTES)
         if len(cli) >= 16:
             metadata_rva, metadata_size = int.from_bytes(cli[8:12], "little"), int.from_bytes(cli[12:16], "little")
-            copy(metadata_rva, metadata_size)
+            complete = 0 < metadata_size == len(copy(metadata_rva, metadata_size))
+    if whole and not complete:
+        return None
     return lambda offset, size: bytes(flat[offset : offset + size])
 
 
@@ -298,7 +302,8 @@ class ManagedImages:
             start = self._image_start(i, f)
             if start is None:
                 continue
-            image = self._image((f.path, start), m.path, _reader(f, start, essential=isinstance(f, _MappedFile)))
+            read = _reader(f, start, essential=isinstance(f, _MappedFile))
+            image = self._image((f.path, start), m.path, read) if read is not None else None
             if image is not None:
                 self._sources[m.path] = f
                 return f, image
