@@ -491,8 +491,8 @@ def memory(file, fmt, with_ranges, jobs, quiet, heap, profile):
 
     with _open(file, None, profile, heap) as a:
         _preamble(a, quiet)
-        heaps, bookkeeping = a.loader_heaps(), a.gc_bookkeeping()
-        pieces = analysis.paint(list(a.dump.memory.iter_runs()), analysis.claims(a, heaps, bookkeeping))
+        heaps, bookkeeping, handles = a.loader_heaps(), a.gc_bookkeeping(), a.gc_handle_tables()
+        pieces = analysis.paint(list(a.dump.memory.iter_runs()), analysis.claims(a, heaps, bookkeeping, handles))
         gc = None
         if a.heap.exact and a.profile.method_table is not None:
             gc = analysis.GcFigures()
@@ -506,7 +506,7 @@ def memory(file, fmt, with_ranges, jobs, quiet, heap, profile):
                                    progress=progress.advance, on_found=progress.found, absorb=gc.merge)
             gc.segments = analysis.segment_figures(a.heap.segments)
         mm = analysis.MemoryMap(a.dump.memory.total_bytes, pieces, gc, analysis.address_space(a.dump.memory_info),
-                                heaps, bookkeeping)
+                                heaps, bookkeeping, handles)
         for line in present.render(mm, fmt, with_ranges, a.profile.pointer_size):
             out(line)
         _report(a, quiet)

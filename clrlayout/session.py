@@ -386,6 +386,12 @@ class Session:
 
         return gc_bookkeeping(self.dump, self.heap.dac_vars, self.runtime.module)
 
+    def gc_handle_tables(self) -> list[tuple[int, int]]:
+        """``(start, end)`` of the GC's handle table segments (.NET 6+, :mod:`clrlayout.heap.handletables`)."""
+        from .heap.handletables import handle_table_segments
+
+        return [(lo, hi) for lo, hi, _ in handle_table_segments(self.dump, self.heap.dac_vars)]
+
     def type_layout(self, method_table: int):
         """The field layout of the type of a MethodTable (None: not a MethodTable in the dump)."""
         return self.layouts.layout(method_table)

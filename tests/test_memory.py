@@ -198,3 +198,29 @@ def test_gc_bookkeeping_is_the_dacs(fresh_core, capsys):
     assert m["gc_bookkeeping"]["reserved_bytes"] == sum(hi - lo for lo, hi in ours)
     held = sum(r["size"] for r in m["regions"] if r["owner"] == "GC bookkeeping")
     assert held == m["gc_bookkeeping"]["dump_bytes"] and (held > 0) == bool(ours)
+
+
+def test_gc_handle_tables_are_the_dacs(fresh_core, capsys):
+    """The GC's handle table segments, found through GcDacVars.handle_table_map and each HandleTable's
+    segment list (whose place is found by the segments' pointers back at their table), equal
+    ISOSDacInterface13::GetHandleTableMemoryRegions (.NET 8+) for the slots the DAC walks (one per GC heap);
+    server GC keeps a table per CPU, and on a machine whose server GC runs fewer heaps than it has CPUs
+    clrlayout finds the other slots' tables too (each segment pointing back at its table).  What the dump
+    holds of them is runtime memory."""
+    from clrlayout.heap.handletables import handle_table_segments
+
+    dac = fresh_core.dac_listing("--native-heaps")["handle_tables"]
+    with clrlayout.open(fresh_core.path) as s:
+        ours = s.gc_handle_tables()
+        slots = handle_table_segments(s.dump, s.heap.dac_vars)
+        heaps = s.heap.heap_count
+    if int(fresh_core.runtime.split(".")[0]) < 8:
+        assert dac == []  # the 2.x and 3.x DACs have no ISOSDacInterface13; nor GcDacVars a handle table map
+        return
+    assert [(lo, hi) for lo, hi, slot in slots if slot < heaps] == sorted((r["start"], r["start"] + r["size"])
+                                                                         for r in dac) and ours
+    assert {slot for _, _, slot in slots} == set(range(len({slot for _, _, slot in slots})))
+    m = _memory(capsys, fresh_core.path)
+    assert m["gc_handle_tables"]["segments"] == len(ours)
+    held = sum(r["size"] for r in m["regions"] if r["owner"] == "GC handle table")
+    assert held == m["gc_handle_tables"]["dump_bytes"] > 0

@@ -4,10 +4,11 @@ Each range of the dump's memory gets the kind of what claims it, the first of: t
 regions, from their start to their committed end), a thread's stack (the thread list), an image (the module
 list, or on Linux the file mappings of a module's file), the runtime's own memory (its loader heaps, found by
 their block lists, ``runtime/loaderheaps.py``: MethodTables, EEClasses, stubs and JIT-compiled code; the GC's
-bookkeeping, ``heap/bookkeeping.py``: card table, brick table, mark array; and on Linux the memfd the
+bookkeeping, ``heap/bookkeeping.py``: card table, brick table, mark array; its handle tables,
+``heap/handletables.py``; and on Linux the memfd the
 runtime double-maps its executable memory through, .NET 7+), a mapped file (any other
 file mapping, or a minidump's MEM_MAPPED range), else native memory (private memory: the C heaps, the
-runtime's other data).  The loader heaps and the GC's bookkeeping are the runtime's own records of its
+runtime's other data).  The loader heaps and the GC's bookkeeping and handle tables are the runtime's own records of its
 reservations: they come before a thread's stack on a Linux core, which is the whole mapping that holds the
 stack pointer.
 The kinds add up to the dump's memory byte for byte.  The GC figures (object and free-object bytes per heap
@@ -78,6 +79,8 @@ class MemoryMap:
     loader_heaps: LoaderHeaps | None = None
     #: (start, end) of the GC's bookkeeping reservations
     bookkeeping: list = field(default_factory=list)
+    #: (start, end) of the GC's handle table segments
+    handle_tables: list = field(default_factory=list)
 
     def kinds(self) -> dict:
         out = {k: [0, 0] for k in KINDS}
@@ -87,10 +90,12 @@ class MemoryMap:
         return out
 
 
-def claims(session, loader_heaps: LoaderHeaps | None = None, bookkeeping=()) -> list[tuple[int, int, int, str, str]]:
+def claims(session, loader_heaps: LoaderHeaps | None = None, bookkeeping=(),
+           handle_tables=()) -> list[tuple[int, int, int, str, str]]:
     """(start, end, rank, kind, owner) of everything that claims memory; lower rank wins.  ``loader_heaps``:
     the runtime's loader heap blocks (``Session.loader_heaps``); ``bookkeeping``: the GC's bookkeeping
-    reservations (``Session.gc_bookkeeping``)."""
+    reservations (``Session.gc_bookkeeping``); ``handle_tables``: the GC's handle table segments
+    (``Session.gc_handle_tables``)."""
     d = session.dump
     out = []
     rank = {k: i for i, k in enumerate(KINDS)}
@@ -127,6 +132,8 @@ def claims(session, loader_heaps: LoaderHeaps | None = None, bookkeeping=()) -> 
         out.append((b.start, b.end, exact, "runtime", "loader heap"))
     for lo, hi in bookkeeping:
         out.append((lo, hi, exact, "runtime", "GC bookkeeping"))
+    for lo, hi in handle_tables:
+        out.append((lo, hi, exact, "runtime", "GC handle table"))
     return out
 
 

@@ -38,6 +38,7 @@ def record(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> dict:
     if mm.loader_heaps is not None:
         out["loader_heaps"] = _loader_heaps(mm)
     out["gc_bookkeeping"] = _bookkeeping(mm)
+    out["gc_handle_tables"] = _handle_tables(mm)
     if mm.address_space:
         out["address_space"] = [{"what": w, "value": v, "ranges": n, "bytes": b}
                                 for (w, v), (n, b) in sorted(mm.address_space.items())]
@@ -62,6 +63,13 @@ def _bookkeeping(mm: MemoryMap) -> dict:
             "dump_bytes": held}
 
 
+def _handle_tables(mm: MemoryMap) -> dict:
+    """The GC's handle tables: their segments, bytes, and the bytes the dump holds of them."""
+    held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == "GC handle table")
+    return {"segments": len(mm.handle_tables), "bytes": sum(hi - lo for lo, hi in mm.handle_tables),
+            "dump_bytes": held}
+
+
 def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> list[str]:
     from .jsonout import dumps
 
@@ -79,12 +87,13 @@ def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> lis
         lines += table(["Heaps", "Blocks", "Reserved", "In the dump"],
                        [[f"{lh['lists']:,}", f"{lh['blocks']:,}", f"{lh['reserved_bytes']:,}",
                          f"{lh['dump_bytes']:,}"]], "rrrr", indent="  ")
-    if mm.bookkeeping:
-        bk = _bookkeeping(mm)
-        lines += ["", "GC bookkeeping (card table, brick table, card bundles, mark array, region map):"]
-        lines += table(["Reservations", "Reserved", "In the dump"],
-                       [[f"{bk['reservations']:,}", f"{bk['reserved_bytes']:,}", f"{bk['dump_bytes']:,}"]], "rrr",
-                       indent="  ")
+    if mm.bookkeeping or mm.handle_tables:
+        bk, ht = _bookkeeping(mm), _handle_tables(mm)
+        lines += ["", "The GC's own memory:"]
+        rows = [["bookkeeping (card table, brick table, mark array, region map)", f"{bk['reservations']:,}",
+                 f"{bk['reserved_bytes']:,}", f"{bk['dump_bytes']:,}"],
+                ["handle tables (GC handles)", f"{ht['segments']:,}", f"{ht['bytes']:,}", f"{ht['dump_bytes']:,}"]]
+        lines += table(["What", "Ranges", "Reserved", "In the dump"], rows, "lrrr", indent="  ")
     if mm.address_space:
         space = sum(b for (w, _), (_, b) in mm.address_space.items() if w == "state")
         for what, title in (("state", "State"), ("type", "Type"), ("protect", "Protect")):

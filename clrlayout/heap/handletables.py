@@ -1,0 +1,78 @@
+"""The GC's handle tables: where GC handles (strong, weak, pinned, dependent) live, 64 KB segments of them.
+
+``GcDacVars.handle_table_map`` leads through the map's buckets to one ``HandleTable`` per slot (one under
+workstation GC, one per CPU under server GC), each with a list of ``TableSegment``s.  The list's place in
+``HandleTable`` is not part of the GC's interface with the DAC, so it is found by what it holds: the
+segment-aligned pointer among the table's first words whose segment points back at the table (at any byte
+of its header: .NET 10 packs the header); each segment's next one is the pointer just before that back
+pointer.  The layout is data
+(``formats/gc-dac-vars.toml [handle_tables]``); every bound is a limit on what a dump makes it read.
+"""
+
+from __future__ import annotations
+
+from ..dump import Dump
+from .segments import GcDacVars, gc_interface
+
+
+def handle_table_segments(dump: Dump, dac_vars: GcDacVars | None) -> list[tuple[int, int, int]]:
+    """``(start, end, slot)`` of every handle table segment; [] where the runtime does not say."""
+    if dac_vars is None or not dac_vars.fields.get("handle_table_map"):
+        return []
+    spec = gc_interface().get("handle_tables")
+    if not spec:
+        return []
+    space = dump.memory
+    ptr = space.pointer_size
+    arch = "x64" if ptr == 8 else "x86"
+    out: list[tuple[int, int, int]] = []
+    seen_maps: set[int] = set()
+    at = dac_vars.fields["handle_table_map"]
+    while at and at not in seen_maps and len(seen_maps) < spec["max_maps"]:
+        seen_maps.add(at)
+        buckets = space.try_read_pointer(at + spec["map_buckets"][arch])
+        for i in range(spec["buckets_per_map"] if buckets else 0):
+            bucket = space.try_read_pointer(buckets + i * ptr)
+            tables = space.try_read_pointer(bucket + spec["bucket_table"][arch]) if bucket else None
+            for slot in range(spec["max_slots"] if tables else 0):
+                table = space.try_read_pointer(tables + slot * ptr)
+                segments = _segments(space, table, spec, ptr) if table else None
+                if segments is None:
+                    break  # past the last slot (workstation GC has one)
+                out += [(s, s + spec["segment_size"], slot) for s in segments]
+        at = space.try_read_pointer(at + spec["map_next"][arch])
+    return sorted(set(out))
+
+
+def _segments(space, table: int, spec: dict, ptr: int) -> list[int] | None:
+    """The segments of the HandleTable at ``table`` (None: not a HandleTable with segments)."""
+    size = spec["segment_size"]
+    words = space.try_read(table, spec["table_words"] * ptr)
+    if words is None:
+        return None
+    order = "little" if space.little_endian else "big"
+    for k in range(spec["table_words"]):
+        first = int.from_bytes(words[k * ptr : (k + 1) * ptr], order)
+        if not first or first % size or not space.is_described(first):
+            continue
+        back = _back_pointer(space, first, table, spec, ptr)
+        if back is None:
+            continue
+        found, seg = [], first
+        while seg and len(found) < spec["max_segments"]:
+            if seg % size or space.try_read_pointer(seg + back) != table or seg in found:
+                return None if not found else found
+            found.append(seg)
+            seg = space.try_read_pointer(seg + back - ptr)
+        return found
+    return None
+
+
+def _back_pointer(space, segment: int, table: int, spec: dict, ptr: int) -> int | None:
+    """Where in a segment's header its pointer back to ``table`` is (TableSegment.pHandleTable): at any byte,
+    not only at a pointer-aligned one (the header of .NET 10 packs it at +0x7d6, of .NET 8 at +0x7d0)."""
+    header = space.try_read(segment, spec["segment_header"])
+    if header is None:
+        return None
+    at = header.find(table.to_bytes(ptr, "little" if space.little_endian else "big"))
+    return at if at >= ptr else None
