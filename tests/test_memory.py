@@ -175,12 +175,18 @@ def test_loader_heaps_are_the_dacs(fresh_core, capsys):
         left -= joined
     assert m["loader_heaps"]["blocks"] == len(ours)
     runtime = {r["start"]: r for r in m["regions"] if r["kind"] == "runtime"}
-    # the first byte of every held block the DAC lists is runtime memory
+    # the first byte of every held block the DAC lists is runtime memory: code where the DAC's heap holds code
+    # or stubs (the JIT's code heaps, stub and precode heaps, virtual-call stubs), data where it holds types
+    code = {"LoaderCodeHeap", "StubHeap", "FixupPrecodeHeap", "NewStubPrecodeHeap", "LookupHeap", "ResolveHeap",
+            "DispatchHeap"}
+    kind = {(b["address"], b["size"]): b["kind"] for b in dac}
     starts = sorted(int(k, 16) for k in runtime)
-    for address, _ in held:
+    for address, size in held:
         i = bisect.bisect_right(starts, address) - 1
         r = runtime[f"{starts[i]:#x}"]
         assert starts[i] <= address < starts[i] + r["size"]
+        assert r["owner"] == ("loader heap: code" if kind[(address, size)] in code else "loader heap: data")
+    assert 0 < m["loader_heaps"]["code_dump_bytes"] < m["loader_heaps"]["dump_bytes"]
     assert next(k["bytes"] for k in m["kinds"] if k["kind"] == "runtime") >= m["loader_heaps"]["dump_bytes"] > 0
 
 

@@ -31,6 +31,10 @@ KINDS = ("gc-heap", "stack", "image", "runtime", "mapped-file", "native")
 #: the memfd through which CoreCLR 7+ on Linux maps its executable memory twice (W^X: a writable view and an
 #: executable one; ExecutableAllocator's double mapper)
 DOUBLE_MAPPER = "/memfd:doublemapper"
+#: a loader heap block's owner by whether its memory is executable (the JIT's code heaps and the stub and
+#: precode heaps are; the heaps of MethodTables, EEClasses, FieldDescs and statics are not; None: the dump
+#: does not say)
+LOADER_HEAP_OWNERS = {True: "loader heap: code", False: "loader heap: data", None: "loader heap"}
 #: a segment's header (the GC's heap_segment) lies this close below its first object at most
 SEGMENT_HEADER_ROOM = 0x1000
 
@@ -129,7 +133,7 @@ def claims(session, loader_heaps: LoaderHeaps | None = None, bookkeeping=(),
     # same protection, a stack with the GC's bookkeeping after it)
     exact = rank["stack"] - 0.5
     for b in loader_heaps.blocks if loader_heaps is not None else ():
-        out.append((b.start, b.end, exact, "runtime", "loader heap"))
+        out.append((b.start, b.end, exact, "runtime", LOADER_HEAP_OWNERS[d.executable(b.start)]))
     for lo, hi in bookkeeping:
         out.append((lo, hi, exact, "runtime", "GC bookkeeping"))
     for lo, hi in handle_tables:

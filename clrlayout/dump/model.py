@@ -113,6 +113,18 @@ class Dump:
         ranges += [(i.base, i.end) for i in self.memory_info if i.type in ("image", "mapped")]
         return sorted(ranges)
 
+    def executable(self, address: int) -> bool | None:
+        """Whether the process could execute the memory at ``address``: a minidump's memory-info list
+        (PAGE_EXECUTE*), an ELF core's PT_LOAD flags (PF_X); None where the dump does not say."""
+        for i in self.memory_info:
+            if i.base <= address < i.end:
+                return i.state == "commit" and bool(i.protect & 0xF0)
+        segments = getattr(self.container, "segments", None) or []
+        for h in segments:
+            if h.get("p_type") == "PT_LOAD" and h["p_vaddr"] <= address < h["p_vaddr"] + h["p_memsz"]:
+                return bool(h.get("p_flags", 0) & 1)
+        return None
+
     @property
     def truncated_bytes(self) -> int:
         """Bytes the file's own tables describe past its end (0: the file is whole)."""

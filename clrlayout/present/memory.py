@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..analyses.memory import KINDS, MemoryMap
+from ..analyses.memory import KINDS, LOADER_HEAP_OWNERS, MemoryMap
 from ..heap.segments import HEAPS
 from .text import hexaddr, table
 
@@ -52,8 +52,10 @@ def _loader_heaps(mm: MemoryMap) -> dict:
     """The runtime's loader heaps: blocks, the lists (heaps) they are in, reserved bytes and bytes the dump
     holds of them."""
     lh = mm.loader_heaps
-    held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == "loader heap")
-    return {"blocks": len(lh.blocks), "lists": lh.lists, "reserved_bytes": lh.reserved_bytes, "dump_bytes": held}
+    held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner.startswith("loader heap"))
+    code = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == LOADER_HEAP_OWNERS[True])
+    return {"blocks": len(lh.blocks), "lists": lh.lists, "reserved_bytes": lh.reserved_bytes, "dump_bytes": held,
+            "code_dump_bytes": code}
 
 
 def _bookkeeping(mm: MemoryMap) -> dict:
@@ -84,9 +86,9 @@ def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> lis
     if mm.loader_heaps is not None and mm.loader_heaps.blocks:
         lh = _loader_heaps(mm)
         lines += ["", "Loader heaps (the runtime's MethodTables, EEClasses, stubs and JIT-compiled code):"]
-        lines += table(["Heaps", "Blocks", "Reserved", "In the dump"],
+        lines += table(["Heaps", "Blocks", "Reserved", "In the dump", "Executable (code, stubs)"],
                        [[f"{lh['lists']:,}", f"{lh['blocks']:,}", f"{lh['reserved_bytes']:,}",
-                         f"{lh['dump_bytes']:,}"]], "rrrr", indent="  ")
+                         f"{lh['dump_bytes']:,}", f"{lh['code_dump_bytes']:,}"]], "rrrrr", indent="  ")
     if mm.bookkeeping or mm.handle_tables:
         bk, ht = _bookkeeping(mm), _handle_tables(mm)
         lines += ["", "The GC's own memory:"]
