@@ -5,12 +5,11 @@ regions, from their start to their committed end), a thread's stack (the thread 
 list, or on Linux the file mappings of a module's file), the runtime's own memory (its loader heaps, found by
 their block lists, ``runtime/loaderheaps.py``: MethodTables, EEClasses, stubs and JIT-compiled code; the GC's
 bookkeeping, ``heap/bookkeeping.py``: card table, brick table, mark array; its handle tables,
-``heap/handletables.py``; and on Linux the memfd the
-runtime double-maps its executable memory through, .NET 7+), a mapped file (any other
-file mapping, or a minidump's MEM_MAPPED range), else native memory (private memory: the C heaps, the
-runtime's other data).  The loader heaps and the GC's bookkeeping and handle tables are the runtime's own records of its
-reservations: they come before a thread's stack on a Linux core, which is the whole mapping that holds the
-stack pointer.
+``heap/handletables.py``; and on Linux the memfd the runtime double-maps its executable memory through,
+.NET 7+), a mapped file (any other file mapping, or a minidump's MEM_MAPPED range), else native memory
+(private memory: the C heaps, the runtime's other data).  The loader heaps and the GC's bookkeeping and
+handle tables are the runtime's own records of its reservations: they come before a thread's stack on a
+Linux core, which is the whole mapping that holds the stack pointer.
 The kinds add up to the dump's memory byte for byte.  The GC figures (object and free-object bytes per heap
 and generation) come from the same vectorised walk ``stats`` uses; on minidumps with a memory-info list, the
 whole address space is summarised by state, type and protection as ``!address -summary`` does.
@@ -95,8 +94,9 @@ class MemoryMap:
 
 
 def claims(session, loader_heaps: LoaderHeaps | None = None, bookkeeping=(),
-           handle_tables=()) -> list[tuple[int, int, int, str, str]]:
-    """(start, end, rank, kind, owner) of everything that claims memory; lower rank wins.  ``loader_heaps``:
+           handle_tables=()) -> list[tuple[int, int, float, str, str]]:
+    """(start, end, rank, kind, owner) of everything that claims memory; lower rank wins (a fraction ranks a
+    claim between two kinds).  ``loader_heaps``:
     the runtime's loader heap blocks (``Session.loader_heaps``); ``bookkeeping``: the GC's bookkeeping
     reservations (``Session.gc_bookkeeping``); ``handle_tables``: the GC's handle table segments
     (``Session.gc_handle_tables``)."""

@@ -197,16 +197,14 @@ class AddressSpace:
         pages a core left out), as opposed to an address that was never the process's memory."""
         if self.region_at(address) is not None:
             return False
-        if self.partial:
-            return True
-        i = bisect.bisect_right(self._described_starts, address) - 1
-        return i >= 0 and address < self._described[i][1]
+        return self.partial or self._listed(address)
 
     def is_described(self, address: int) -> bool:
         """Whether ``address`` is memory of the process as the dump describes it: held, or listed without its
         bytes (a core's PT_LOAD past its file size, a minidump's memory-info list)."""
-        if self.region_at(address) is not None:
-            return True
+        return self.region_at(address) is not None or self._listed(address)
+
+    def _listed(self, address: int) -> bool:
         i = bisect.bisect_right(self._described_starts, address) - 1
         return i >= 0 and address < self._described[i][1]
 

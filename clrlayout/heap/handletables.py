@@ -5,8 +5,8 @@ workstation GC, one per CPU under server GC), each with a list of ``TableSegment
 ``HandleTable`` is not part of the GC's interface with the DAC, so it is found by what it holds: the
 segment-aligned pointer among the table's first words whose segment points back at the table (at any byte
 of its header: .NET 10 packs the header); each segment's next one is the pointer just before that back
-pointer.  The layout is data
-(``formats/gc-dac-vars.toml [handle_tables]``); every bound is a limit on what a dump makes it read.
+pointer.  The layout is data (``formats/gc-dac-vars.toml [handle_tables]``); every bound is a limit on
+what a dump makes it read.
 """
 
 from __future__ import annotations
@@ -58,13 +58,14 @@ def _segments(space, table: int, spec: dict, ptr: int) -> list[int] | None:
         back = _back_pointer(space, first, table, spec, ptr)
         if back is None:
             continue
-        found, seg = [], first
+        found: dict[int, None] = {}  # in list order, with a set's membership test
+        seg = first
         while seg and len(found) < spec["max_segments"]:
             if seg % size or space.try_read_pointer(seg + back) != table or seg in found:
-                return None if not found else found
-            found.append(seg)
+                break
+            found[seg] = None
             seg = space.try_read_pointer(seg + back - ptr)
-        return found
+        return list(found)
     return None
 
 

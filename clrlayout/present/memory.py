@@ -48,28 +48,29 @@ def record(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> dict:
     return out
 
 
+def _held(mm: MemoryMap, *owners: str) -> int:
+    """The bytes of runtime memory the dump holds that these owners claim."""
+    return sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner in owners)
+
+
 def _loader_heaps(mm: MemoryMap) -> dict:
     """The runtime's loader heaps: blocks, the lists (heaps) they are in, reserved bytes and bytes the dump
-    holds of them."""
+    holds of them (of which code)."""
     lh = mm.loader_heaps
-    held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner.startswith("loader heap"))
-    code = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == LOADER_HEAP_OWNERS[True])
-    return {"blocks": len(lh.blocks), "lists": lh.lists, "reserved_bytes": lh.reserved_bytes, "dump_bytes": held,
-            "code_dump_bytes": code}
+    return {"blocks": len(lh.blocks), "lists": lh.lists, "reserved_bytes": lh.reserved_bytes,
+            "dump_bytes": _held(mm, *LOADER_HEAP_OWNERS.values()), "code_dump_bytes": _held(mm, LOADER_HEAP_OWNERS[True])}
 
 
 def _bookkeeping(mm: MemoryMap) -> dict:
     """The GC's bookkeeping: its reservations, their bytes and the bytes the dump holds of them."""
-    held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == "GC bookkeeping")
     return {"reservations": len(mm.bookkeeping), "reserved_bytes": sum(hi - lo for lo, hi in mm.bookkeeping),
-            "dump_bytes": held}
+            "dump_bytes": _held(mm, "GC bookkeeping")}
 
 
 def _handle_tables(mm: MemoryMap) -> dict:
     """The GC's handle tables: their segments, bytes, and the bytes the dump holds of them."""
-    held = sum(p.size for p in mm.pieces if p.kind == "runtime" and p.owner == "GC handle table")
     return {"segments": len(mm.handle_tables), "bytes": sum(hi - lo for lo, hi in mm.handle_tables),
-            "dump_bytes": held}
+            "dump_bytes": _held(mm, "GC handle table")}
 
 
 def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> list[str]:

@@ -9,7 +9,8 @@ elements and type arguments; a non-generic struct's from its Module's TypeDef ma
 generic struct that no object shows (a ``Nullable<int>`` field: a Nullable boxes as its T) from where the
 runtime loaded it, its loader heaps (the MethodTables there whose parent is System.ValueType, with the
 instantiation's TypeDef and type arguments; for reference type arguments, the shared ``__Canon`` one the
-runtime lays the field out with; on 2.x also in the NGEN images, which hold CoreLib's precompiled ones).  Otherwise its size is the room up to the next field and it is marked so.
+runtime lays the field out with; on 2.x also in the NGEN images, which hold CoreLib's precompiled ones).
+Otherwise its size is the room up to the next field and it is marked so.
 What cannot be read is said in ``TypeLayout.problems``, never guessed.
 """
 
@@ -98,7 +99,8 @@ class TypeLayouts:
         generic struct no object shows is looked for."""
         self.names = names
         self.loaded = loaded
-        self._value_types: list[int] | None = None  # the MethodTables in the loader heaps whose parent is ValueType
+        #: the MethodTables in the loader heaps whose parent is System.ValueType (None: not looked for yet)
+        self._value_types: list[int] | None = None
         self.mts = names.mts
         self.space = names.space
         self.profile = names.profile
@@ -182,12 +184,7 @@ class TypeLayouts:
     def _layout(self, address: int, mt, depth: int) -> TypeLayout:
         ptr = self.profile.pointer_size
         problems: list[str] = []
-        chain = []
-        at = address
-        while at and len(chain) <= MAX_PARENTS:
-            chain.append(at)
-            m = self.mts.get(at)
-            at = m.parent if m is not None else 0
+        chain = self._chain(address)
         fields: list[FieldLayout] = []
         statics: list[FieldLayout] = []
         value_type = self._is_value_type(chain)
@@ -215,6 +212,16 @@ class TypeLayouts:
         fields = _sized(fields, data_end)
         return TypeLayout(address, self.names.name(address), mt.base_size, mt.component_size, value_type,
                           tuple(chain[1:]), tuple(fields), tuple(statics), unboxed, tuple(problems))
+
+    def _chain(self, address: int) -> list[int]:
+        """The type at ``address`` and its parents, nearest first."""
+        chain: list[int] = []
+        at = address
+        while at and len(chain) <= MAX_PARENTS:
+            chain.append(at)
+            m = self.mts.get(at)
+            at = m.parent if m is not None else 0
+        return chain
 
     def _is_value_type(self, chain: list[int]) -> bool:
         """A type whose parent is System.ValueType or System.Enum (and not those two themselves)."""
@@ -360,11 +367,11 @@ class TypeLayouts:
                 return None
             hits = [m for m in self._candidates(*where) if self.names.type_arguments(m) == args]
             if not hits:
-                hits = self._loaded_instantiation(*where, args, sig.args)
+                hits = self._loaded_instantiation(*where, args)
             return hits[0] if len(hits) == 1 else None
         return None
 
-    def _loaded_instantiation(self, image, rid: int, args: list[int], arg_sigs: list) -> list[int]:
+    def _loaded_instantiation(self, image, rid: int, args: list[int]) -> list[int]:
         """The instantiation of the generic value type ``rid`` of ``image`` over ``args`` among the value
         types of the runtime's loader heaps: the exact one, else the one the runtime lays fields out with
         (reference type arguments shared as ``System.__Canon``)."""
@@ -375,8 +382,7 @@ class TypeLayouts:
         hits = [m for m in loaded if self.names.type_arguments(m) == args]
         if not hits:
             canon = self._canon_method_table()
-            shared = [canon if a.element not in (sigs.VALUETYPE, sigs.GENERICINST) and a.element not in
-                      sigs.PRIMITIVE_NAMES else arg for a, arg in zip(arg_sigs, args)]
+            shared = [arg if self._is_value_type(self._chain(arg)) else canon for arg in args]
             if canon is None or shared == args:
                 return []
             hits = [m for m in loaded if self.names.type_arguments(m) == shared]
@@ -404,9 +410,8 @@ class TypeLayouts:
         ptr = self.profile.pointer_size
         parent_at = self.profile.method_table.field("m_pParentMethodTable").offset
         found: set[int] = set()
-        with self.space.paused_recording():  # the MethodTables it finds are noted as they are validated
-            for start, end in ranges:
-                found.update(at - parent_at for at in self._words_equal(start, end, value_type))
+        for start, end in ranges:  # read unrecorded: the MethodTables it finds are noted as they are validated
+            found.update(at - parent_at for at in self._words_equal(start, end, value_type))
         self._value_types = sorted(a for a in found if a > 0 and a % ptr == 0)
         return self._value_types
 
@@ -415,21 +420,11 @@ class TypeLayouts:
         ``value``."""
         ptr = self.profile.pointer_size
         word = np.dtype(("<" if self.space.little_endian else ">") + ("u8" if ptr == 8 else "u4"))
-        window = self.space.limits.window
         out: list[int] = []
-        at = start + -start % ptr
-        while at + ptr <= end:
-            region = self.space.next_region(at)  # the dump's memory in the range, piece by piece
-            if region is None or region.start >= end:
-                break
-            at = max(at, region.start + -region.start % ptr)
-            data = self.space.read_available(at, min(window, region.end - at, end - at))
-            if len(data) < ptr:
-                at = region.end
-                continue
-            w = np.frombuffer(data, dtype=word, count=len(data) // ptr)
-            out += [at + i * ptr for i in np.flatnonzero(w == value).tolist()]
-            at += len(data) - len(data) % ptr
+        for at, data in self.space.iter_windows(start, end):
+            head = -at % ptr
+            w = np.frombuffer(data, dtype=word, count=(len(data) - head) // ptr, offset=head)
+            out += [at + head + i * ptr for i in np.flatnonzero(w == value).tolist()]
         return out
 
     def _typedef_method_table(self, image, rid: int) -> int | None:
