@@ -61,33 +61,28 @@ def hang_guard(seconds: int = HANG_SECONDS):
 
 
 class Work:
-    """What a command did, counted rather than timed: bytes it read from the dump file (reads and maps)
-    and MethodTables it validated.  Linear in the dump's size, whatever the machine's load."""
+    """What a command did, counted rather than timed: bytes it read from the dump file and MethodTables it
+    validated.  Linear in the dump's size, whatever the machine's load."""
 
     def __init__(self):
         from clrlayout.dump.addrspace import FileSource
         from clrlayout.runtime.methodtable import MethodTables
 
         self.read = self.probes = 0
-        self._patched = [(FileSource, "pread"), (FileSource, "map"), (MethodTables, "_validate")]
+        self._patched = [(FileSource, "pread"), (MethodTables, "_validate")]
         self._saved = [getattr(cls, name) for cls, name in self._patched]
-        pread, map_, validate = self._saved
+        pread, validate = self._saved
 
         def counted_pread(source, offset, size):
             data = pread(source, offset, size)
             self.read += len(data)
             return data
 
-        def counted_map(source, offset, size):
-            m = map_(source, offset, size)
-            self.read += size if m is not None else 0
-            return m
-
         def counted_validate(mts, address):
             self.probes += 1
             return validate(mts, address)
 
-        self._counting = [counted_pread, counted_map, counted_validate]
+        self._counting = [counted_pread, counted_validate]
 
     def __enter__(self) -> "Work":
         for (cls, name), fn in zip(self._patched, self._counting):

