@@ -8,6 +8,8 @@ import io
 import json
 from collections import Counter
 
+import pytest
+
 from clrlayout.cli import main
 
 
@@ -135,9 +137,10 @@ def test_largest_are_the_top_ten_by_size_then_address(capsys, sample, monkeypatc
         assert [(x["address"], x["size"]) for x in st["largest"]] == [(r["address"], r["size"]) for r in want]
 
 
-def test_largest_ties_go_to_the_lower_address():
+@pytest.mark.parametrize("batch, spread", [(37, True), (4000, True), (4000, False)])
+def test_largest_ties_go_to_the_lower_address(batch, spread):
     """Batches full of strings of equal size, in shuffled address order: the ten kept are the largest,
-    then the lowest addresses, as one sorted list would give."""
+    then the lowest addresses, as one sorted list would give (big batches are first cut at a floor)."""
     import random
 
     from clrlayout.objects.batches import batch_from_objects
@@ -147,13 +150,13 @@ def test_largest_ties_go_to_the_lower_address():
 
     p = select_profile("coreclr", "x64", "3.1.23")
     rng = random.Random(5)
-    addresses = rng.sample(range(0x1000, 0x100000, 8), 400)
-    lengths = [rng.choice([3, 4, 4, 5, 5, 5]) for _ in addresses]
+    addresses = rng.sample(range(0x1000, 0x1000000, 8), 10000)
+    lengths = [rng.choice([3, 4, 4, 5, 5, 5] if i % 3 or not spread else range(200)) for i in range(len(addresses))]
     objs = [StringObject(a, 0x7F00, n, p.string_size(n), p.string_aligned_size(n, False), 0, "x" * n)
             for a, n in zip(addresses, lengths)]
     c = StatsCollector(p, top=10)
-    for first in range(0, len(objs), 37):
-        c.add(batch_from_objects(p, objs[first : first + 37]))
+    for first in range(0, len(objs), batch):
+        c.add(batch_from_objects(p, objs[first : first + batch]))
     want = sorted(objs, key=lambda o: (-o.size, o.address))[:10]
     assert [(int(x["address"], 16), x["size"]) for x in c.finish().largest] == [(o.address, o.size) for o in want]
 

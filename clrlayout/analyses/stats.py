@@ -97,14 +97,17 @@ class StatsCollector:
             self._count_short(lengths[short], batch.heaps[short], batch.gc_heap)
             self._add_long(lengths[~short], batch.heaps[~short], batch.gc_heap)
         sizes = s.base_size + s.component_size * lengths
-        if len(self._largest) == self.top:  # only strings at least as large as the smallest kept can enter
-            pick = np.flatnonzero(sizes >= self._largest[0][0])
+        addresses = batch.addresses
+        if len(self._largest) == self.top:  # only a string above the smallest kept can enter
+            size, address = self._largest[0][0], -self._largest[0][1]
+            pick = np.flatnonzero((sizes > size) | ((sizes == size) & (addresses < address)))
         else:
             pick = np.arange(n)
         if len(pick) > self.top:
-            pick = self._top(pick, sizes[pick], batch.addresses[pick])
-        for i in pick.tolist():
-            self._offer((int(sizes[i]), -int(batch.addresses[i]), int(lengths[i]), batch.value(i)[:80]))
+            pick = self._top(pick, sizes[pick], addresses[pick])
+        for i, size, address, length in zip(pick.tolist(), sizes[pick].tolist(), addresses[pick].tolist(),
+                                            lengths[pick].tolist()):
+            self._offer((size, -address, length, batch.value(i)[:80]))
 
     def _count_short(self, lengths: np.ndarray, heaps: np.ndarray, gc_heap: int | None) -> None:
         if not len(lengths):
@@ -146,6 +149,13 @@ class StatsCollector:
 
     def _top(self, pick: np.ndarray, sizes: np.ndarray, addresses: np.ndarray) -> np.ndarray:
         """The ``top`` of ``pick`` by size, then by lowest address (the order ``_offer`` keeps)."""
+        blocks = 4 * self.top
+        if len(sizes) >= 64 * blocks:
+            # first a floor, from the maxima of ``blocks`` parts: the top-th largest of them is at most the
+            # top-th largest size (they are that many sizes at least as large), and few sizes reach it
+            maxima = sizes[: len(sizes) - len(sizes) % blocks].reshape(blocks, -1).max(axis=1)
+            keep = np.flatnonzero(sizes >= np.partition(maxima, blocks - self.top)[blocks - self.top])
+            pick, sizes, addresses = pick[keep], sizes[keep], addresses[keep]
         kth = np.partition(sizes, len(sizes) - self.top)[len(sizes) - self.top]  # the top-th largest size
         above = np.flatnonzero(sizes > kth)
         tied = np.flatnonzero(sizes == kth)

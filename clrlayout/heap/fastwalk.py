@@ -76,12 +76,13 @@ class _Table:
         c = self.common
         if c is not None:
             same = values == self.addresses[c]
-            if 2 * int(np.count_nonzero(same)) > len(values):
+            hits = int(np.count_nonzero(same))
+            if 2 * hits > len(values):
                 k = np.full(len(values), c, dtype=np.intp)
-                ok = same.copy()
-                rest = positions(~same)
-                k[rest], ok[rest] = lookup(self.addresses, values[rest])
-                return k, ok
+                if hits < len(values):
+                    rest = np.flatnonzero(~same)  # few
+                    k[rest], same[rest] = lookup(self.addresses, values[rest])
+                return k, same
         k, ok = lookup(self.addresses, values)
         counts = np.bincount(k[ok], minlength=self.size)
         self.common = int(counts.argmax()) if len(counts) and counts.max() else None
@@ -298,7 +299,10 @@ class FastWalker:
                 idx = positions((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
             m = view.take(idx) & wtype(unmask)
             k, ok = t.find(m)
-            idx, k = idx[ok] + first, k[ok]
+            if not ok.all():
+                idx, k = idx[ok], k[ok]
+            if first:
+                idx = idx + first
             offs = idx.astype(np.int64) * ptr
             comp = t.comp.take(k)
             counts = u32.take((offs + ptr) >> 2, mode="clip").astype(np.int64)  # the length follows the MT
