@@ -320,14 +320,19 @@ class FastWalker:
 
         offs, mtv, counts, aligned, nxt, breaks = candidates()
         full = len(words) * ptr
-        ref = self._reference()
+        walkers = []  # the reference walker, made when an anomaly needs it
+
+        def ref():
+            if not walkers:
+                walkers.append(self._reference())
+            return walkers[0]
 
         def resync(start: int) -> int | None:
             """The next plausible object at or after byte offset ``start``, as an address (None: the segment
             is done; without ``far``, also when it is not in this window)."""
-            found = ref.next_object(data, base, base + start, base + stop, seg)
+            found = ref().next_object(data, base, base + start, base + stop, seg)
             if found is None and far:
-                found = ref._resync(base + max(start, min(stop, full)), seg.end, seg)
+                found = ref()._resync(base + max(start, min(stop, full)), seg.end, seg)
             return found
 
         cur = pos - base
@@ -349,7 +354,7 @@ class FastWalker:
                     if j > i:
                         take(i, j - 1)
                     found = resync(int(offs[j]) + ptr)
-                    ref.past_end(base + int(offs[j]), int(aligned[j]), found, seg)
+                    ref().past_end(base + int(offs[j]), int(aligned[j]), found, seg)
                     cur = None if found is None else found - base
                     if cur is not None and cur < stop and self.mts.valid_count != self._table_size:
                         offs, mtv, counts, aligned, nxt, breaks = candidates(cur)
@@ -373,7 +378,7 @@ class FastWalker:
                 continue
             found = resync(cur + ptr)
             if raw:
-                ref.bad_object(base + cur, raw, found, seg)
+                ref().bad_object(base + cur, raw, found, seg)
             cur = None if found is None else found - base
             if cur is not None and cur < stop and self.mts.valid_count != self._table_size:
                 offs, mtv, counts, aligned, nxt, breaks = candidates(cur)
@@ -383,7 +388,7 @@ class FastWalker:
             next_pos = None
         if not parts:
             return None, next_pos
-        cat = [np.concatenate([x[n] for x in parts]) for n in range(4)]
+        cat = parts[0] if len(parts) == 1 else [np.concatenate([x[n] for x in parts]) for n in range(4)]
         return WindowObjects(base, data, *cat, seg), next_pos
 
     def _reference(self):
