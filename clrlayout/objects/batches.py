@@ -171,8 +171,11 @@ def batch_from_window(win, string_mt: int, profile: Profile, space, findings=Non
     o = profile.object
     s = profile.string
     chars = offs + s.chars_offset
-    # objects do not overlap, so the strings' ends are in order: those inside the buffer come first
-    inside = int(np.searchsorted(chars + 2 * lengths + s.terminator_size, len(data), side="right"))
+    # objects do not overlap, so the strings' ends are in order: those inside the buffer come first (nearly
+    # always all of them: the buffer runs past the window)
+    inside = len(offs)
+    if int(chars[-1]) + 2 * int(lengths[-1]) + s.terminator_size > len(data):
+        inside = int(np.searchsorted(chars + 2 * lengths + s.terminator_size, len(data), side="right"))
     out = []
     if inside:
         io, ic, il = offs[:inside], chars[:inside], lengths[:inside]
