@@ -17,34 +17,35 @@ code the command-line tool maps it to.
 
 __version__ = "0.1.0"
 
-from .errors import (  # noqa: E402
-    ClrLayoutError,
-    DumpError,
-    HeapNotFound,
-    ProfileError,
-    RuntimeNotFound,
-    TypeNotFound,
-)
-from .heap.walk import HeapObject  # noqa: E402
-from .limits import DEFAULT_LIMITS, Limits  # noqa: E402
-from .objects.strings import StringObject  # noqa: E402
-from .session import Session, open_session  # noqa: E402
+#: the public names, each imported from its module when first used: ``import clrlayout`` itself imports
+#: nothing else, so that the command (``__main__``) decides what its start-up imports, and when
+_EXPORTS = {
+    "open": ("session", "open_session"),  # clrlayout.open(path, *, mt=None, profile=None, heap="auto", limits=...)
+    "Session": ("session", "Session"),
+    "StringObject": ("objects.strings", "StringObject"),
+    "HeapObject": ("heap.walk", "HeapObject"),
+    "Limits": ("limits", "Limits"),
+    "DEFAULT_LIMITS": ("limits", "DEFAULT_LIMITS"),
+    "ClrLayoutError": ("errors", "ClrLayoutError"),
+    "DumpError": ("errors", "DumpError"),
+    "RuntimeNotFound": ("errors", "RuntimeNotFound"),
+    "HeapNotFound": ("errors", "HeapNotFound"),
+    "TypeNotFound": ("errors", "TypeNotFound"),
+    "ProfileError": ("errors", "ProfileError"),
+}
 
-#: ``clrlayout.open(path, *, mt=None, profile=None, heap="auto", limits=DEFAULT_LIMITS)`` -> :class:`Session`
-open = open_session
+__all__ = [*_EXPORTS, "__version__"]
 
-__all__ = [
-    "open",
-    "Session",
-    "StringObject",
-    "HeapObject",
-    "Limits",
-    "DEFAULT_LIMITS",
-    "ClrLayoutError",
-    "DumpError",
-    "RuntimeNotFound",
-    "HeapNotFound",
-    "TypeNotFound",
-    "ProfileError",
-    "__version__",
-]
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'clrlayout' has no attribute {name!r}")
+    from importlib import import_module
+
+    module, attribute = _EXPORTS[name]
+    value = globals()[name] = getattr(import_module(f".{module}", __name__), attribute)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
