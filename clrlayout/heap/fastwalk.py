@@ -69,24 +69,26 @@ class _Table:
         self.highs = sorted({int(a) >> 32 for a in self.addresses} | {(int(a) + gc) >> 32 for a in self.addresses})
         self.common: int | None = None  # the index of the MethodTable most candidates had last time
 
-    def find(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`~clrlayout.arrays.lookup` of ``values`` in ``addresses``.  Most objects of a heap region
-        share one MethodTable (a string heap is nearly all strings), so those are told apart with one
-        comparison and only the rest are searched."""
+    def find(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]:
+        """:func:`~clrlayout.arrays.lookup` of ``values`` in ``addresses``, and the index all of them have
+        when they are all that one MethodTable (else None).  Most objects of a heap region share one
+        MethodTable (a string heap is nearly all strings), so those are told apart with one comparison and
+        only the rest are searched."""
         c = self.common
         if c is not None:
             same = values == self.addresses[c]
             hits = int(np.count_nonzero(same))
             if 2 * hits > len(values):
                 k = np.full(len(values), c, dtype=np.intp)
-                if hits < len(values):
-                    rest = np.flatnonzero(~same)  # few
-                    k[rest], same[rest] = lookup(self.addresses, values[rest])
-                return k, same
+                if hits == len(values):
+                    return k, same, c
+                rest = np.flatnonzero(~same)  # few
+                k[rest], same[rest] = lookup(self.addresses, values[rest])
+                return k, same, None
         k, ok = lookup(self.addresses, values)
         counts = np.bincount(k[ok], minlength=self.size)
         self.common = int(counts.argmax()) if len(counts) and counts.max() else None
-        return k, ok
+        return k, ok, None
 
 
 Cursor = tuple  # (segment index, address of the object a step starts at)
@@ -298,25 +300,33 @@ class FastWalker:
                 # words in [lo, hi + GC bits]: one subtraction and one unsigned comparison
                 idx = positions((view - wtype(t.lo)) <= wtype(t.hi + gc_bits - t.lo))
             m = view.take(idx) & wtype(unmask)
-            k, ok = t.find(m)
+            k, ok, single = t.find(m)
             if not ok.all():
                 idx, k = idx[ok], k[ok]
             if first:
                 idx = idx + first
             offs = idx.astype(np.int64) * ptr
-            comp = t.comp.take(k)
             counts = u32.take((offs + ptr) >> 2, mode="clip").astype(np.int64)  # the length follows the MT
             if len(offs) and int(offs[-1]) + ptr + 4 > len(u32) * 4:  # a length past the buffer: none
                 counts[offs + ptr + 4 > len(u32) * 4] = 0
-            counts[comp == 0] = 0
-            size = t.base.take(k) + comp * counts
+            if single is None:
+                comp = t.comp.take(k)
+                counts[comp == 0] = 0
+                size = t.base.take(k) + comp * counts
+                mtv = t.addresses.take(k)
+            else:  # every candidate has the one MethodTable (a window of a string heap)
+                comp = int(t.comp[single])
+                if not comp:
+                    counts[:] = 0
+                size = int(t.base[single]) + comp * counts
+                mtv = np.full(len(offs), t.addresses[single])
             aligned = np.maximum((size + align) & ~align, min_size)
             nxt = offs + aligned
             # a run continues while each object ends where the next candidate starts
             consecutive = np.zeros(len(offs), dtype=bool)
             consecutive[:-1] = nxt[:-1] == offs[1:]
             breaks = np.flatnonzero(~consecutive)
-            return offs, t.addresses.take(k), counts, aligned, nxt, breaks
+            return offs, mtv, counts, aligned, nxt, breaks
 
         offs, mtv, counts, aligned, nxt, breaks = candidates()
         full = len(words) * ptr
