@@ -33,6 +33,7 @@ from .runtime.detect import RuntimeInfo, detect_runtime, profile_for
 from .runtime.methodtable import MethodTables
 from .runtime.monovtable import MonoVTables
 from .runtime.profiles import Profile, load_named_profile
+from .util.arrays import distinct
 
 if TYPE_CHECKING:  # the contract descriptor is looked for on .NET 9+ only: imported there
     from .runtime.contract import CheckResult, ContractDescriptor
@@ -195,7 +196,7 @@ class Session:
             return None
         seen: set[int] = set()
         for win in self.heap_steps().windows():
-            seen.update(np.unique(win.method_tables).tolist())
+            seen.update(distinct(win.method_tables).tolist())
         why = self.why_unnamed(seen)
         unnamed = sum(why.values())
         return {"method_tables": len(seen), "named": len(seen) - unnamed, "unnamed": unnamed, "why_unnamed": why}
@@ -507,7 +508,7 @@ class Session:
                                + "; ".join(self.heap.warnings[-1:]) + ")")
         match: dict[int, bool] = {}
         for win in self.heap_steps(progress).windows():
-            kinds = np.unique(win.method_tables)
+            kinds = distinct(win.method_tables)
             for mt in kinds.tolist():
                 if mt not in match:
                     match[mt] = (method_table is None or mt == method_table) and (

@@ -117,6 +117,21 @@ def test_positions_are_flatnonzero(density):
             assert got.dtype == np.intp and np.array_equal(got, np.flatnonzero(f))
 
 
+@pytest.mark.parametrize("runs", [1, 3, 1000])
+def test_distinct_is_unique(runs):
+    """arrays.distinct gives np.unique's values for arrays of runs of equal values (a window's MethodTables),
+    of any length, a run at either end, values out of order."""
+    from clrlayout.util.arrays import distinct
+
+    rng = np.random.default_rng(runs)
+    for n in (0, 1, 2, 5, 26_000):
+        values = rng.choice(np.array([7, 0x7F0000001000, 3, 2**63 + 5, 0], dtype=np.uint64), size=max(runs, 1))
+        column = np.repeat(values, rng.integers(1, 50, len(values)))[:n]
+        for c in (column, column[::-1], column[1:]):
+            got = distinct(c)
+            assert got.dtype == c.dtype and np.array_equal(got, np.unique(c))
+
+
 @pytest.mark.parametrize("window", [4096, 1 << 16])
 def test_stale_objects_past_the_segment_end_are_not_findings(profile, window):
     """The gen0 tail past alloc_allocated often still holds objects, back to back with the last live one:

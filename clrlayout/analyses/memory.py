@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..heap.segments import HEAPS
+from ..util.arrays import distinct
 from ..runtime.loaderheaps import LoaderHeaps
 
 #: kinds, in the order they claim memory (the first wins where claims overlap) and are shown
@@ -197,7 +198,7 @@ def gc_window(win, mts) -> GcFigures:
     seg = win.segment
     codes = seg.heap_codes(win.offsets.astype(np.uint64) + np.uint64(win.base))
     free = np.zeros(len(win.method_tables), dtype=bool)
-    for mt in np.unique(win.method_tables).tolist():
+    for mt in distinct(win.method_tables).tolist():
         t = mts.get(mt)
         if t is not None and t.kind == "free":
             free |= win.method_tables == mt

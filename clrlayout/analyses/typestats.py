@@ -1,7 +1,7 @@
 """Heap statistics by type, as SOS ``!dumpheap -stat`` gives them: count and bytes per MethodTable.
 
-Each window of the vectorised walk is reduced with numpy (one ``np.unique`` over its MethodTable column),
-so the cost is per window, not per object; names are worked out once per MethodTable, at the end.
+Each window of the vectorised walk is reduced with numpy (its distinct MethodTables, then one ``bincount``
+per total), so the cost is per window, not per object; names are worked out once per MethodTable, at the end.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..util.arrays import distinct
 
 
 @dataclass
@@ -33,7 +35,8 @@ class TypeStats:
     def add(self, win, mts, min_size: int | None = None, max_size: int | None = None) -> None:
         if not len(win.method_tables):
             return
-        table, inverse = np.unique(win.method_tables, return_inverse=True)
+        table = distinct(win.method_tables)
+        inverse = np.searchsorted(table, win.method_tables)
         base = np.empty(len(table), dtype=np.int64)
         comp = np.empty(len(table), dtype=np.int64)
         for i, mt in enumerate(table.tolist()):

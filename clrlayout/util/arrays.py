@@ -30,3 +30,12 @@ def positions(flags: np.ndarray) -> np.ndarray:
     if n < len(flags):
         out = np.concatenate((out, np.flatnonzero(flags[n:]) + n))
     return out
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for an array of long runs of equal values (a heap window's MethodTables, 26,000
+    of them in a few runs): only the first value of each run is sorted, not every value (a millisecond a
+    window)."""
+    if not len(values):
+        return np.unique(values)
+    return np.unique(np.concatenate((values[:1], values[1:][values[1:] != values[:-1]])))
