@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..heap.segments import HEAPS
-from ..util.arrays import distinct
 from ..runtime.loaderheaps import LoaderHeaps
+from ..util.arrays import distinct
 
 #: kinds, in the order they claim memory (the first wins where claims overlap) and are shown
 KINDS = ("gc-heap", "stack", "image", "runtime", "mapped-file", "native")

@@ -19,7 +19,6 @@ from ..errors import AddressError, LimitExceeded
 from ..limits import DEFAULT_LIMITS, Limits
 
 
-
 class Region(NamedTuple):
     """``size`` bytes of target memory at ``start``, stored in the dump file at ``offset``."""
 
@@ -259,14 +258,6 @@ class AddressSpace:
         if self.log is not None and data:
             self.log.add(address, len(data))
         return data
-
-    def read_window(self, address: int, size: int) -> tuple[int, bytes]:
-        """What :meth:`read_available` reads, for the big reads of a heap walk, as ``(start, data)`` (``data``
-        holds the bytes from ``start``, which is ``address``).  A copy, not a map of the file: copying 4 MiB
-        from the page cache into memory that glibc reuses (``util.allocator``) costs less than mapping its
-        1,024 pages, and leaves the bytes in the CPU's cache for the passes that follow (``stats`` 13% faster
-        on the benchmark dumps)."""
-        return address, self.read_available(address, size)
 
     def read_pointer(self, address: int) -> int:
         return self._ptr.unpack(self.read(address, self.pointer_size))[0]
