@@ -96,3 +96,20 @@ def test_the_gc_bounds_leave_out_the_stale_tail(profile):
     assert unbounded[: len(live)] == live and len(unbounded) == len(live) + 30
     # an open bound: a segment's start whose end the dump does not tell, as far as the memory goes
     assert scan(dump, h, bounds=[(start, None)]) == unbounded
+
+
+def test_ranges_without_is_what_is_left():
+    """util.ranges.without gives exactly the addresses of the runs that no excluded range covers (excluded
+    ranges unsorted, overlapping, empty), in order, each piece non-empty."""
+    import random
+
+    from clrlayout.util.ranges import merged, without
+
+    rng = random.Random(1)
+    for _ in range(2000):
+        runs = merged([(a, a + rng.randrange(1, 60)) for a in rng.sample(range(400), rng.randrange(8))])
+        excluded = [(a, a + rng.randrange(50)) for a in (rng.randrange(420) for _ in range(rng.randrange(8)))]
+        left = {x for lo, hi in runs for x in range(lo, hi)} - {x for lo, hi in excluded for x in range(lo, hi)}
+        got = list(without(runs, excluded))
+        assert all(lo < hi for lo, hi in got) and all(a[1] <= b[0] for a, b in zip(got, got[1:]))
+        assert {x for lo, hi in got for x in range(lo, hi)} == left

@@ -36,6 +36,7 @@ from typing import Iterator
 import numpy as np
 
 from ..util.arrays import lookup
+from ..util.ranges import merged, without
 from ..findings import Findings
 from ..runtime.methodtable import MethodTables
 from ..dump import Dump
@@ -63,28 +64,9 @@ def scan_ranges(dump: Dump, bounds: list | None = None) -> Iterator[tuple[int, i
     excluded = dump.file_backed_ranges()
     runs = list(space.iter_runs())
     if bounds is not None:  # (the first object's header lies before the first object: HEADER_ROOM bytes)
-        allowed = _merged([(lo - HEADER_ROOM, hi if hi is not None else space.mapped_end(lo)) for lo, hi in bounds])
+        allowed = merged([(lo - HEADER_ROOM, hi if hi is not None else space.mapped_end(lo)) for lo, hi in bounds])
         runs = [(max(a, lo), min(b, hi)) for a, b in runs for lo, hi in allowed if max(a, lo) < min(b, hi)]
-    for start, end in runs:
-        pos = start
-        for lo, hi in excluded:
-            if hi <= pos or lo >= end:
-                continue
-            if lo > pos:
-                yield pos, lo
-            pos = max(pos, hi)
-        if pos < end:
-            yield pos, end
-
-
-def _merged(ranges: list) -> list:
-    out: list = []
-    for lo, hi in sorted(r for r in ranges if r[0] < r[1]):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
+    yield from without(runs, excluded)
 
 
 def iter_words(dump: Dump, min_words: int = 1, bounds: list | None = None):

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..dump.addrspace import AddressSpace
+from ..util.ranges import merged, without
 from .profiles import formats_dir, read_toml
 
 
@@ -64,8 +65,8 @@ def find_loader_heaps(space: AddressSpace, skip=(), images=(), directory: str | 
     points at them may: the global loader allocator's heaps are static data of the runtime module)."""
     spec = block_spec(directory)
     with space.paused_recording():  # a search reads everything; what it found is noted below
-        records, problem = _records(space, spec, _merged(list(skip) + list(images)))
-        lists, blocks, anchors = _kept(records, spec, space, _merged(skip))
+        records, problem = _records(space, spec, merged(list(skip) + list(images)))
+        lists, blocks, anchors = _kept(records, spec, space, merged(skip))
     ptr, near = space.pointer_size, int(spec["near"])
     for b in blocks:  # what finds them again in a dump that keeps only what was read (trim)
         space.note(b.record, 4 * ptr)
@@ -74,35 +75,13 @@ def find_loader_heaps(space: AddressSpace, skip=(), images=(), directory: str | 
     return LoaderHeaps(blocks, lists, problem)
 
 
-def _merged(ranges) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for lo, hi in sorted(r for r in ranges if r[0] < r[1]):
-        if out and lo <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return [(lo, hi) for lo, hi in out]
-
-
 def _searched(space: AddressSpace, skip: list[tuple[int, int]]):
     """The dump's memory runs less the ``skip`` ranges, as ``(start, end)``, pointer-aligned."""
     ptr = space.pointer_size
-    k = 0
-    for start, end in space.iter_runs():
-        pos = start
-        while k < len(skip) and skip[k][1] <= pos:
-            k += 1
-        j = k
-        while pos < end:
-            if j < len(skip) and skip[j][0] <= pos:
-                pos = max(pos, skip[j][1])
-                j += 1
-                continue
-            stop = min(end, skip[j][0]) if j < len(skip) else end
-            lo = -(-pos // ptr) * ptr
-            if stop - lo >= 4 * ptr:
-                yield lo, stop
-            pos = stop
+    for pos, stop in without(space.iter_runs(), skip):
+        lo = -(-pos // ptr) * ptr
+        if stop - lo >= 4 * ptr:
+            yield lo, stop
 
 
 def _records(space: AddressSpace, spec: dict, skip) -> tuple[dict, str | None]:
