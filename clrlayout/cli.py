@@ -236,7 +236,10 @@ def info(file, fmt, mt, profile, heap, assemblies, quiet):
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--type", "type_name", default="System.String", show_default=True, help="The type to list.")
+@click.option("--type", "type_name", default="System.String", show_default=True,
+              help="The types to list: every type whose name contains TEXT, as SOS -type (as the DAC or as "
+                   "reflection prints it; --exact: the whole name).")
+@click.option("--exact", is_flag=True, help="--type is a whole type name, not a part of one.")
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Stop after N objects.")
 @click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
@@ -245,8 +248,8 @@ def info(file, fmt, mt, profile, heap, assemblies, quiet):
 @jobs_option
 @assemblies_option
 @scan_options
-def dump(file, type_name, fmt, limit, layout, full, jobs, assemblies, strict, min_length, max_length, min_size,
-         max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
+def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, strict, min_length, max_length,
+         min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
     from . import parallel
     from .present import batchlines, text
@@ -266,8 +269,9 @@ def dump(file, type_name, fmt, limit, layout, full, jobs, assemblies, strict, mi
                                       ("--contains", contains), ("--regex", regex)) if v is not None]
         if string_only:
             raise UsageError(f"{', '.join(string_only)}: only for System.String, not --type {type_name}")
-        return _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict, min_size, max_size,
-                             generations, address_range, by_mt, profile, heap, quiet)
+        return _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict,
+                             make_object_filter(min_size, max_size, generations, address_range, None), by_mt,
+                             profile, heap, quiet)
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         ptr = a.profile.pointer_size
@@ -323,37 +327,32 @@ def dump(file, type_name, fmt, limit, layout, full, jobs, assemblies, strict, mi
         _report(a, quiet, strict)
 
 
-def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict, min_size, max_size, generations,
-                  address_range, mt, profile, heap, quiet):
-    """dump --type NAME (a type other than System.String) and/or --mt MT (a MethodTable other than
-    String's): Address, MT, Size and the name (!dumpheap -type / -mt), each object's JOL layout with
-    --layout."""
-    from .heap.segments import HEAP_CODES
+def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict, selected, mt, profile,
+                  heap, quiet):
+    """dump --type NAME (a type other than System.String: every type whose name contains it, or is it with
+    ``exact``) and/or --mt MT (a MethodTable other than String's): Address, MT, Size and the name (!dumpheap
+    -type / -mt), each object's JOL layout with --layout; ``selected``: the objects the other filters keep."""
     from .present import jsonout, text
 
     asked = " ".join(([f"--type {type_name}"] if type_name else []) + ([f"--mt {mt:#x}"] if mt is not None else []))
     with _open(file, None, profile, heap, assemblies) as a:
-        if not a.heap.exact:
-            raise HeapNotFound(f"{file}: {asked} needs the exact heap walk (a scan finds strings "
-                               "only): " + "; ".join(a.heap.warnings[-1:]))
+        a.require_exact(asked)
         _preamble(a, quiet)
         ptr = a.profile.pointer_size
         count = size = aligned = 0
         found = False
-        for obj in a.objects_named(type_name, mt):
+        for obj in a.objects_named(type_name, mt, exact=exact):
             if not found:  # the header once the type is known to be there
                 found = True
                 if fmt == "table" and not layout:
                     out(text.objects_header(ptr))
                 if fmt == "csv":
                     out("address,method_table,size,aligned_size,length,heap,type")
-            heap_name = obj.segment.generation(obj.address)
-            if (min_size is not None and obj.size < min_size) or (max_size is not None and obj.size > max_size) \
-                    or (generations and HEAP_CODES[heap_name] not in generations) \
-                    or (address_range and not address_range[0] <= obj.address < address_range[1]):
+            if not selected.accepts(obj):
                 continue
             if limit is not None and count >= limit:
                 break
+            heap_name = obj.segment.generation(obj.address)
             count += 1
             size += obj.size
             aligned += obj.aligned_size
@@ -368,15 +367,12 @@ def _dump_objects(file, type_name, fmt, limit, layout, full, assemblies, strict,
                               str(obj.count) if obj.type.component_size else "", heap_name,
                               _csv_field(jsonout.csv_value(obj.type_name or ""))]))
         if not found and mt is not None:
-            raise _no_objects_of(a, mt, asked, " and name" if type_name else "")
+            if type_name and a.mts.get(mt) is not None and not a.is_named(mt, type_name, exact):
+                raise TypeNotFound(f"--mt {mt:#x} is {a.type_name(mt) or 'a type without a name'}, not a type "
+                                   f"{'named' if exact else 'whose name contains'} {type_name!r} (--type)")
+            raise _no_objects_of(a, mt, asked)
         if not found:
-            if a.method_tables_named(type_name):  # a parent, element or argument type of the heap's
-                raise TypeNotFound(f"--type {type_name}: no object of this type on the heap (the type is there "
-                                   f"as another's parent, element or argument: `clrlayout type` shows its layout)")
-            similar = a.type_names_containing(type_name)
-            raise TypeNotFound(f"--type {type_name}: no type of that name on the heap"
-                               + (f" (names that contain it: {'; '.join(similar)})" if similar else
-                                  " (stats lists the heap's types)"))
+            raise _type_not_found(a, type_name, exact)
         if fmt == "table":
             out(text.total_line(count, size, aligned, noun=("object", "objects")))
         _report(a, quiet, strict)
@@ -414,8 +410,9 @@ def _object_layout(a, obj, full: bool):
             return string_layout(a.profile, s[0].length, s[0], data, obj.segment.large,
                                  max_value_chars=None if full else 60)
     element = a.array_element(obj.method_table) if obj.type.component_size else None
+    referent = (lambda address: a.referent(address, None)) if full else a.referent
     return instance_layout(a.profile, a.type_layout(obj.method_table), obj.address, data, obj.size, obj.aligned_size,
-                           obj.count, element, a.referent, obj.segment.large, max_elements=None if full else 16)
+                           obj.count, element, referent, obj.segment.large, max_elements=None if full else 16)
 
 
 def _print_object_layout(a, obj, heap_name: str, fmt: str, full: bool, lay=None) -> None:
@@ -593,6 +590,9 @@ def type_(file, name, fmt, assemblies, quiet, heap, profile):
             mts = [address]
         else:
             mts = a.method_tables_named(name) if a.heap.exact else []
+            if not mts and address is not None and (name.lower().startswith("0x") or any(c.isdigit() for c in name)):
+                raise TypeNotFound(f"type {name}: no MethodTable in the dump at {address:#x}"
+                                   + ("" if a.dump.memory.try_read(address, 1) else " (the dump holds no memory there)"))
             if not mts:
                 similar = a.type_names_containing(name) if a.heap.exact else []
                 raise TypeNotFound(f"type {name}: no type of that name among the heap's types"
@@ -613,30 +613,45 @@ def type_(file, name, fmt, assemblies, quiet, heap, profile):
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--type", "type_name", default=None,
-              help="System.String: the string statistics; other TEXT: only types whose name contains it "
-                   "(default: every type, as !dumpheap -stat).")
+              help="System.String: the string statistics; other TEXT: only types whose name contains it, as SOS "
+                   "-type (default: every type, as !dumpheap -stat).")
+@click.option("--exact", is_flag=True, help="--type is a whole type name, not a part of one.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("--duplicates", is_flag=True, help="List values that occur more than once, by wasted bytes.")
-@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
-              help="How many duplicated values to list (0: all); totals always count all.")
+@click.option("--sort", type=click.Choice(["size", "count", "name"]), default=None,
+              help="The order of the type rows: size (SOS's order: total size, smallest first; the default), "
+                   "count, or name.")
+@click.option("--duplicates", is_flag=True,
+              help="With --type System.String: list values that occur more than once, by wasted bytes.")
+@click.option("--top", type=click.IntRange(min=0), default=None,
+              help="By type: only the N types with the most bytes (the most objects with --sort count, the first "
+                   "N names with --sort name). With --duplicates: how many duplicated values to list (default 20; "
+                   "0: all). Totals always count all.")
 @jobs_option
 @assemblies_option
 @scan_options
-def stats(file, type_name, fmt, duplicates, top, jobs, assemblies, strict, min_length, max_length, min_size,
-          max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
+def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, strict, min_length, max_length,
+          min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
     """Heap statistics by type (!dumpheap -stat); with --type System.String, totals, where the bytes go,
     length histogram and largest strings, or exact duplicates and their waste."""
     from .present import stats as present
     from .analyses.stats import DuplicateCollector
 
     string_only = [name for name, v in (("--min-length", min_length), ("--max-length", max_length),
-                                        ("--contains", contains), ("--regex", regex), ("--gen", generations),
-                                        ("--address-range", address_range), ("--duplicates", duplicates)) if v]
-    if type_name is None and string_only:
-        type_name = "System.String"  # string filters and duplicates are about strings
-    if type_name not in STRING_TYPES:  # --mt here: only that MethodTable's row (!dumpheap -stat -mt)
-        return _type_stats(file, type_name, fmt, jobs, assemblies, strict, min_size, max_size, mt, profile, heap,
+                                        ("--contains", contains), ("--regex", regex),
+                                        ("--duplicates", duplicates or None)) if v is not None]
+    if type_name not in STRING_TYPES:
+        if string_only:
+            raise UsageError(f"{', '.join(string_only)}: only for strings (add --type System.String)"
+                             + ("" if type_name is None else f", not --type {type_name}"))
+        if exact and type_name is None:
+            raise UsageError("--exact: give the type's name with --type")
+        return _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict,
+                           make_object_filter(min_size, max_size, generations, address_range, mt), profile, heap,
                            quiet)
+    if sort is not None:
+        raise UsageError("--sort orders the rows of the statistics by type; the string statistics have none")
+    if top is not None and not duplicates:
+        raise UsageError("--top with --type System.String limits the duplicated values: add --duplicates")
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         a.string_method_table()
@@ -647,41 +662,48 @@ def stats(file, type_name, fmt, duplicates, top, jobs, assemblies, strict, min_l
         finally:
             if dups is not None:
                 dups.close()
-        for line in present.render(a, result, found, fmt, top):
+        for line in present.render(a, result, found, fmt, 20 if top is None else top):
             out(line)
         _report(a, quiet, strict)
 
 
-def _type_stats(file, contains, fmt, jobs, assemblies, strict, min_size, max_size, mt, profile, heap, quiet):
-    """!dumpheap -stat: count and bytes per MethodTable, with names from metadata; with ``mt``, that
-    MethodTable's row only."""
+def make_object_filter(min_size, max_size, generations, address_range, mt):
+    from .analyses.filters import ObjectFilter
+
+    make_filter(None, None, None, None, address_range, min_size, max_size)  # the same checks as for strings
+    return ObjectFilter(tuple(address_range) if address_range else None, min_size, max_size, generations, mt)
+
+
+def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict, selected, profile, heap, quiet):
+    """!dumpheap -stat: count and bytes per MethodTable of the objects ``selected`` accepts, with names from
+    metadata, of the types whose name contains ``type_name`` (or is it, ``exact``)."""
     from . import parallel
-    from .analyses.typestats import TypeStats
+    from .analyses.typestats import TypeStats, top_rows
     from .present import typestats as present
 
-    if min_size is not None and max_size is not None and min_size > max_size:
-        raise UsageError(f"--min-size {min_size} is more than --max-size {max_size}: nothing can match")
     with _open(file, None, profile, heap, assemblies) as a:
-        if not a.heap.exact:
-            raise HeapNotFound(f"{file}: statistics by type need the exact heap walk (a scan finds strings "
-                               "only): " + "; ".join(a.heap.warnings[-1:]))
+        a.require_exact("statistics by type")
         _preamble(a, quiet)
         result = TypeStats()
 
         def collect(win):
             part = TypeStats()
-            part.add(win, a.mts, min_size, max_size)
+            part.add(win, a.mts, selected)
             return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
 
         with _progress(a, enabled=fmt == "table") as progress:
             parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
                                progress=progress.advance, on_found=progress.found, absorb=result.merge)
-        rows = result.rows(a.type_name, contains)
-        if mt is not None:
-            rows = [r for r in rows if r.method_table == mt]
-            if not rows:
-                raise _no_objects_of(a, mt, f"--mt {mt:#x}")
-        for line in present.render(a, rows, fmt):
+        if type_name is not None and not _named(a, result.seen, type_name, exact):
+            raise _type_not_found(a, type_name, exact)
+        mt = selected.method_table
+        if mt is not None and mt not in result.seen:
+            raise _no_objects_of(a, mt, f"--mt {mt:#x}")
+        if mt is not None and type_name is not None and not _named(a, [mt], type_name, exact):
+            raise TypeNotFound(f"--mt {mt:#x} is {a.type_name(mt) or 'a type without a name'}, not a type "
+                               f"{'named' if exact else 'whose name contains'} {type_name!r} (--type)")
+        rows = result.rows(a.type_name, type_name, exact, sort or "size")
+        for line in present.render(a, rows, fmt, top_rows(rows, top, sort or "size")):
             out(line)
         unnamed = a.why_unnamed(result.totals) if a.profile.method_table is not None else {}
         if unnamed and not quiet:
@@ -690,6 +712,25 @@ def _type_stats(file, contains, fmt, jobs, assemblies, strict, min_size, max_siz
             n = sum(unnamed.values())
             warn(f"{n:,} {'type has' if n == 1 else 'types have'} no name ({reasons(unnamed)})")
         _report(a, quiet, strict)
+
+
+def _named(a, method_tables, type_name: str, exact: bool) -> bool:
+    """Whether one of ``method_tables`` has a name (as the DAC or reflection prints it) that is ``type_name``
+    (``exact``) or contains it."""
+    return any(a.is_named(mt, type_name, exact) for mt in method_tables)
+
+
+def _type_not_found(a, type_name: str, exact: bool) -> TypeNotFound:
+    """No object on the heap has a type of that name."""
+    flag = f"--type {type_name}" + (" --exact" if exact else "")
+    if a.method_tables_named(type_name):  # a parent, element or argument type of the heap's
+        return TypeNotFound(f"{flag}: no object of this type on the heap (the type is there as another's "
+                            f"parent, element or argument: `clrlayout type` shows its layout)")
+    key = type_name.split("[")[0].split("`")[0].split(".")[-1]  # List`1[System.Int32] -> List
+    similar = a.type_names_containing(key) if key else []
+    return TypeNotFound(f"{flag}: no type " + ("of that name" if exact else "whose name contains it")
+                        + " on the heap" + (f" (names like it: {'; '.join(similar)})" if similar else
+                                            " (stats lists the heap's types)"))
 
 
 def _collect_stats(a, jobs, fmt, selected, dups):
@@ -751,11 +792,13 @@ def trim(file, output, max_strings, types, mt, profile, quiet):
         raise click.UsageError("OUTPUT must not be the input file")
     r = do_trim(file, output, mt, profile, limits=limits_from_env(), max_strings=max_strings, types=types)
     if not quiet:
-        held = f"{r.strings_in_output:,} strings"
+        from .present.text import counted
+
+        held = counted(r.strings_in_output, "string")
         if max_strings is not None and r.strings_in_output != r.strings:
             held += f" (the first {r.strings:,} asked for; the pages kept hold the rest)"
         out(f"{output}: {r.output_bytes:,} bytes (from {r.input_bytes:,}); kept {r.kept_memory:,} of "
-            f"{r.total_memory:,} bytes of memory in {r.ranges} ranges; {held}")
+            f"{r.total_memory:,} bytes of memory in {counted(r.ranges, 'range')}; {held}")
         if r.missing_in_output:
             out(f"{output}: its heap runs on past the memory kept ({r.missing_in_output:,} places): info and dump "
                 "on it say so with memory-missing warnings")
@@ -886,6 +929,9 @@ def main(argv=None) -> int:
             return 0
         raise
     except click.ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # `clrlayout` alone: the help, as `clrlayout --help`
+            click.echo(e.format_message())
+            return 0
         click.echo(_usage_line(e), err=True)
         return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
     except click.exceptions.Abort:

@@ -28,6 +28,7 @@ from .heap.scan import iter_string_addresses, learn_string_method_table
 from .heap.segments import GcHeap, find_gc_heap
 from .heap.walk import HeapObject, HeapWalker
 from .limits import DEFAULT_LIMITS, Limits
+from .objects.instances import REFERENCED_CHARS
 from .objects.strings import StringObject, read_strings
 from .runtime.detect import RuntimeInfo, detect_runtime, profile_for
 from .runtime.methodtable import MethodTables
@@ -112,6 +113,8 @@ class Session:
             "profile": {"name": self.profile.name, "overrides": list(self.profile.applied_overrides),
                         "string_base_size": self.profile.string.base_size},
             "memory": {"ranges": len(d.memory.regions), "bytes": d.memory.total_bytes},
+            #: a minidump's streams of types clrlayout does not read (a tool's own: Wine writes 0xfff0)
+            "other_streams": [f"{t:#x}" for t in getattr(d.container, "skipped_streams", None) or []],
             "gc_heap": {
                 "method": heap.method,
                 "exact": heap.exact,
@@ -254,12 +257,21 @@ class Session:
                                  f"says {self.profile.string.base_size}")
             shape = "string"
         if shape != "string":
-            what = {"array": f"it is an array's (component size {raw.component_size}: System.Char[] has 2)",
+            name = self.type_name(address) if self.profile.method_table is not None else None
+            what = {"array": f"it is {name or 'an array type'}'s (component size {raw.component_size}; a "
+                             f"string's is {self.profile.string.component_size})",
                     "free": "it is the free-object MethodTable", "object": "it is System.Object's",
                     None: "there is no valid MethodTable there"}.get(
                 shape, f"flags {raw.m_dwFlags:#010x}, BaseSize {raw.m_BaseSize}")
             raise TypeNotFound(f"--mt {address:#x} is not a System.String MethodTable: {what}")
         return address
+
+    def require_exact(self, what: str) -> None:
+        """Raises :class:`~clrlayout.errors.HeapNotFound` (or, for a dump cut short, a TruncatedDump that says
+        so first) unless the heap can be walked exactly: ``what`` needs it."""
+        if not self.heap.exact:
+            raise self._because(HeapNotFound(f"{self.dump.path}: {what} needs the exact heap walk (a scan finds "
+                                             "strings only): " + "; ".join(self.heap.warnings[-1:])))
 
     def _because(self, error: ClrLayoutError) -> ClrLayoutError:
         """``error``, or, when the dump file is cut short, a TruncatedDump that says so first (what is missing
@@ -353,6 +365,10 @@ class Session:
             from .types.eeclass import type_system_layout
             from .types.layouts import TypeLayouts
 
+            # a struct field's type is found among the MethodTables the dump shows: all of the heap's, whatever
+            # the layout is asked for by (a MethodTable, a name, an object met early in a walk)
+            self._learn_heap_types()
+
             if self.profile.method_table is None:
                 spec = "field layouts are known for CoreCLR (.NET Core 3.0 to .NET 10), not for Mono"
             else:
@@ -403,20 +419,34 @@ class Session:
         self._learn_heap_types()
         return [mt for mt in self.layouts.universe() if name in (self.type_name(mt), self.names.reflection_name(mt))]
 
+    def is_named(self, method_table: int, name: str, exact: bool = True) -> bool:
+        """Whether the type of ``method_table`` is named ``name`` as the DAC or reflection prints it (or, not
+        ``exact``, has a name that contains it)."""
+        for n in (self.type_name(method_table), self.names.reflection_name(method_table)):
+            if n is not None and (n == name if exact else name in n):
+                return True
+        return False
+
     def type_names_containing(self, text: str, limit: int = 5) -> list[str]:
         self._learn_heap_types()
         found = sorted({n for n in map(self.type_name, self.layouts.universe()) if n and text in n})
         return found[:limit]
 
     def _learn_heap_types(self) -> None:
+        """Walks the heap once (unless a walk did) to learn every MethodTable its objects have; what that walk
+        finds is not reported (the command's own walk reports it)."""
         if self.heap.exact and not getattr(self, "_walked_types", False):
-            self.string_method_table()
-            for _ in self.heap_steps().windows():
-                pass
-            self._walked_types = True
+            from .heap.fastwalk import FastWalker, HeapSteps
 
-    def referent(self, address: int):
-        """What a reference to ``address`` points at: its type's name and, for a string, its value."""
+            self._walked_types = True
+            self.string_method_table()
+            walker = FastWalker(self.dump.memory, self.mts, Findings(self.findings.limit))
+            for _ in HeapSteps(walker, self.heap.segments).windows():
+                pass
+
+    def referent(self, address: int, limit: int | None = REFERENCED_CHARS):
+        """What a reference to ``address`` points at: its type's name and, for a string, its value (shown up
+        to ``limit`` characters; None: whole)."""
         from .objects.instances import Referent
         from .objects.strings import read_strings
 
@@ -430,7 +460,7 @@ class Session:
         if mt == self.mts.string_mt:
             got = read_strings(self.dump.memory, self.profile, [address], False, Findings(0))
             value = got[0].value if got else None
-        return Referent(self.type_name(mt) or f"<unknown type, MT {mt:#x}>", value)
+        return Referent(self.type_name(mt) or f"<unknown type, MT {mt:#x}>", value, limit)
 
     def array_element(self, method_table: int):
         """(name, show, size, fields) of the elements of an array type: how the layout shows each element
@@ -473,9 +503,7 @@ class Session:
 
         Needs the exact heap walk (:class:`~clrlayout.errors.HeapNotFound` otherwise: a scan finds
         strings, not every object)."""
-        if not self.heap.exact:
-            raise HeapNotFound(f"{self.dump.path}: objects cannot be listed without an exact heap walk ("
-                               + "; ".join(self.heap.warnings[-1:]) + ")")
+        self.require_exact("listing objects")
         self.string_method_table()
         names: dict[int, str | None] = {}
         known = self.mts.get
@@ -499,20 +527,19 @@ class Session:
                           segment or win.segment, self.type_name(mt))
 
     def objects_named(self, name: str | None, method_table: int | None = None,
-                      progress=None) -> Iterator[HeapObject]:
-        """The objects of the types named ``name`` (as the DAC or as reflection prints it; None: any name)
-        and of MethodTable ``method_table`` (None: any), in heap order, in one walk: each window's
-        MethodTables are named once, as they are met (exact walk only)."""
-        if not self.heap.exact:
-            raise HeapNotFound(f"{self.dump.path}: objects cannot be listed without an exact heap walk ("
-                               + "; ".join(self.heap.warnings[-1:]) + ")")
+                      progress=None, exact: bool = True) -> Iterator[HeapObject]:
+        """The objects of the types named ``name`` (as the DAC or as reflection prints it; None: any name;
+        ``exact=False``: whose name contains it, as SOS's ``-type``) and of MethodTable ``method_table`` (None:
+        any), in heap order, in one walk: each window's MethodTables are named once, as they are met (exact
+        walk only)."""
+        self.require_exact("listing objects")
         match: dict[int, bool] = {}
         for win in self.heap_steps(progress).windows():
             kinds = distinct(win.method_tables)
             for mt in kinds.tolist():
                 if mt not in match:
                     match[mt] = (method_table is None or mt == method_table) and (
-                        name is None or name in (self.type_name(mt), self.names.reflection_name(mt)))
+                        name is None or self.is_named(mt, name, exact))
             wanted = kinds[[match[mt] for mt in kinds.tolist()]]
             if not len(wanted):
                 continue
@@ -525,9 +552,7 @@ class Session:
         the exactly walked heap does).  Walks only the segment that holds it, from its start."""
         from .heap.fastwalk import FastWalker, HeapSteps
 
-        if not self.heap.exact:
-            raise HeapNotFound(f"{self.dump.path}: an object is found by the exact heap walk, which this dump "
-                               "does not allow: " + "; ".join(self.heap.warnings[-1:]))
+        self.require_exact("finding an object")
         self.string_method_table()
         h = self.profile.object.header_size
         seg = self.heap.segment_at(address + h) or self.heap.segment_at(address)

@@ -10,7 +10,8 @@
     python sample_dumps/make_dumps.py --only 10.0.0:types-linux-x64
 
 What it does, per dump:
-1. compiles targets/strings/Program.cs (and targets/minidumper/Program.cs) with Mono's C# compiler (mcs);
+1. compiles targets/strings/Program.cs (and targets/minidumper/Program.cs) with Mono's C# compiler (mcs), or,
+   where mcs is not installed, takes the assemblies committed in targets/bin (`--prebuilt` rebuilds those);
 2. runs the target on a real runtime (sample_dumps/runtimes.py): on Linux, CoreCLR 3.1.23 from the PyPI
    package dotnetcore2 (pip install 'clrlayout[live]') or .NET 8.0.4 / 10.0.0 from PyPI packages that carry
    the runtime, or .NET Core 2.2.5 from a self-contained app's folder on PyPI (mssql-cli), which has no
@@ -116,11 +117,43 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], check=True, **kw)
 
 
-def compile_targets(build: Path) -> None:
-    common = TARGETS / "common" / "TargetRuntime.cs"
-    run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'strings.dll'}", TARGETS / "strings" / "Program.cs", common])
-    run(["mcs", "-target:exe", f"-out:{build / 'minidumper.dll'}", TARGETS / "minidumper" / "Program.cs"])
-    run(["mcs", "-unsafe", "-target:exe", f"-out:{build / 'types.dll'}", TARGETS / "types" / "Program.cs", common])
+#: each target assembly: (the sources it is built from, mcs's options)
+TARGET_SOURCES = {
+    "strings": ((TARGETS / "strings" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
+    "minidumper": ((TARGETS / "minidumper" / "Program.cs",), ()),
+    "types": ((TARGETS / "types" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
+}
+#: the assemblies built from those sources, in the repository: IL runs on every runtime, so a clone needs no C#
+#: compiler (mcs builds them byte for byte the same: tests/test_targets.py rebuilds and compares them)
+PREBUILT = TARGETS / "bin"
+
+
+def sources_digest(name: str) -> str:
+    """The SHA-256 of a target's sources (each file's bytes, in order), recorded beside its prebuilt assembly."""
+    h = hashlib.sha256()
+    for path in TARGET_SOURCES[name][0]:
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def compile_targets(build: Path, use_compiler: bool | None = None) -> None:
+    """The target assemblies in ``build``: compiled with Mono's C# compiler (mcs) where it is installed (or
+    ``use_compiler``), else copied from targets/bin."""
+    if use_compiler is None:
+        use_compiler = shutil.which("mcs") is not None
+    for name, (sources, options) in TARGET_SOURCES.items():
+        out = build / f"{name}.dll"
+        if use_compiler:
+            run(["mcs", *options, "-target:exe", f"-out:{out}", *sources])
+        else:
+            shutil.copyfile(PREBUILT / f"{name}.dll", out)
+
+
+def write_prebuilt() -> None:
+    """Rebuilds targets/bin (after a target's source changed) and records its sources' digests."""
+    compile_targets(PREBUILT, use_compiler=True)
+    digests = {name: sources_digest(name) for name in TARGET_SOURCES}
+    (PREBUILT / "SOURCES.json").write_text(json.dumps(digests, indent=2) + "\n", encoding="utf-8")
 
 
 def start_target(cmd, env, timeout: float = 120.0) -> tuple[subprocess.Popen, int]:
@@ -290,7 +323,12 @@ def main() -> int:
     ap.add_argument("--only", default=",".join(BY_KEY))
     ap.add_argument("--wine-prefix", type=Path, default=Path.home() / ".cache" / "clrlayout" / "wine-prefix")
     ap.add_argument("--keep-raw", type=Path, default=None, help="also keep the untrimmed dumps in this folder")
+    ap.add_argument("--prebuilt", action="store_true",
+                    help="only rebuild the target assemblies of targets/bin with mcs (after a source changed)")
     args = ap.parse_args()
+    if args.prebuilt:
+        write_prebuilt()
+        return 0
     kinds = [k.strip() for k in args.only.split(",") if k.strip()]
     for k in kinds:
         if k not in BY_KEY:

@@ -16,15 +16,16 @@ except ModuleNotFoundError:  # pragma: no cover
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_dumps"
-SHARED = Path(os.environ.get("CLRLAYOUT_SHARED", REPO.parent / "shared"))
+#: files the tests read that were not made here (tests/data/SOURCES.md says where each comes from)
+DATA = REPO / "tests" / "data"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def shared_file(*parts: str) -> Path:
-    """A file of ../shared (CI has it beside the clone); a missing one fails, it does not skip."""
-    path = SHARED.joinpath(*parts)
+def data_file(name: str) -> Path:
+    """A file of tests/data (in the repository: a clone has every file its tests read)."""
+    path = DATA / name
     if not path.exists():
-        pytest.fail(f"{path} is missing: the tests need ../shared beside the repository (or CLRLAYOUT_SHARED)")
+        pytest.fail(f"{path} is missing from the repository")
     return path
 
 
@@ -72,8 +73,8 @@ def sample(request) -> Sample:
 
 @pytest.fixture(scope="session")
 def triage_core(tmp_path_factory) -> Path:
-    """The public .NET Core 2.0 triage core of ../shared/dumps, decompressed once."""
-    src = shared_file("dumps", "netcore20-preview-linux-x64-triage.core.xz")
+    """The public .NET Core 2.0 triage core (tests/data), decompressed once."""
+    src = data_file("netcore20-preview-linux-x64-triage.core.xz")
     out = tmp_path_factory.mktemp("triage") / "triage.core"
     out.write_bytes(lzma.decompress(src.read_bytes()))
     return out
@@ -81,12 +82,12 @@ def triage_core(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def triage_truth() -> dict:
-    return json.loads(shared_file("dumps", "netcore20-preview-linux-x64-triage.json").read_text())
+    return json.loads(data_file("netcore20-preview-linux-x64-triage.json").read_text())
 
 
 @pytest.fixture(scope="session")
 def golden() -> dict:
-    return json.loads(shared_file("golden", "netfx-windbg-strings.json").read_text())
+    return json.loads(data_file("netfx-windbg-strings.json").read_text())
 
 
 def units_to_str(units: list[int]) -> str:
@@ -98,7 +99,8 @@ def units_to_str(units: list[int]) -> str:
 
 @pytest.fixture(scope="session")
 def target_build(tmp_path_factory) -> Path:
-    """The project's target programs, compiled once (Mono's C# compiler, mcs)."""
+    """The project's target programs: compiled once by Mono's C# compiler (mcs) where it is installed, else the
+    assemblies committed in sample_dumps/targets/bin."""
     from fresh import build_targets
 
     return build_targets(tmp_path_factory.mktemp("targets"))

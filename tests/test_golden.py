@@ -1,4 +1,4 @@
-"""The WinDbg walk-through of .NET Framework strings (../shared/golden), reproduced byte for byte.
+"""The WinDbg walk-through of .NET Framework strings (tests/data/netfx-windbg-strings.json), reproduced byte for byte.
 
 Each object's recorded bytes become target memory; the dump path's decoder and profile read them back, and
 every reading the walk-through states (size, padding, alignment, header bits, the extra 4 bytes on x64, the

@@ -125,7 +125,7 @@ def test_profiles_are_values():
 
 
 @pytest.mark.parametrize("flavor,arch,version,names", [
-    ("netfx", "x64", "4.8", ("m_stringLength", "m_firstChar")),   # the golden WinDbg !do of ../shared/golden
+    ("netfx", "x64", "4.8", ("m_stringLength", "m_firstChar")),   # the golden WinDbg !do of tests/data
     ("coreclr", "x64", "2.0.0", ("m_stringLength", "m_firstChar")),
     ("coreclr", "x64", "2.1.30", ("_stringLength", "_firstChar")),
     ("coreclr", "x86", "10.0.0", ("_stringLength", "_firstChar")),
@@ -140,7 +140,7 @@ def test_golden_field_names_match_the_netfx_profile():
     import json
     from pathlib import Path
 
-    golden = json.loads((Path(__file__).parents[2] / "shared/golden/netfx-windbg-strings.json").read_text())
+    golden = json.loads((Path(__file__).parent / "data" / "netfx-windbg-strings.json").read_text())
     text = json.dumps(golden)
     p = select_profile("netfx", "x64", "4.8").string
     assert f'"{p.length_field}"' in text and f'"{p.chars_field}"' in text

@@ -1,4 +1,4 @@
-"""The public .NET Core 2.0 triage core (../shared/dumps): BaseSize 26, almost no heap in the dump."""
+"""The public .NET Core 2.0 triage core (tests/data, from dotnet/symstore): BaseSize 26, almost no heap in the dump."""
 
 from __future__ import annotations
 

@@ -87,7 +87,15 @@ def test_every_field_equals_reflection(types_core):
                     values += 1
                 if len(path) == 1 and not dynamic:
                     ours = fields[(f["token"], f["declaring_type"] != o["type"])]
-                    assert (ours.name, ours.type, ours.declaring_type) == (f["name"], f["type"], f["declaring_type"])
+                    assert (ours.name, ours.reflection_type, ours.reflection_declaring_type) == \
+                        (f["name"], f["type"], f["declaring_type"])
+                    # shown as the DAC names types: the declaring type as its MethodTable's name, and the
+                    # declared type so too when it is the form of a struct's MethodTable
+                    assert ours.declaring_type in {s.type_name(m) for m in [method_table, *layout.parents]}
+                    if ours.field_method_table and "__Canon" not in (s.type_name(ours.field_method_table) or ""):
+                        assert ours.type == s.type_name(ours.field_method_table)
+                    if "`" in f["type"]:
+                        assert "[[" in ours.type and ", " in ours.type, ours.type
             checked += 1
     assert checked == len(truth["objects"]) and values > 150
 
@@ -120,7 +128,11 @@ def test_type_dump_and_object_commands(types_core, capsys):
     assert err == ""
     t = json.loads(out)
     assert t["method_table"] == padded["method_table"] and t["parents"][:2] == ["Padded", "System.Object"]
-    assert {(f["name"], f["type"], f["declaring_type"]) for f in t["fields"]} == \
+    with clrlayout.open(types_core.path) as s:
+        lay = s.type_layout(int(t["method_table"], 16))
+    assert [(f["name"], f["type"], f["declaring_type"]) for f in t["fields"]] == \
+        [(f.name, f.type, f.declaring_type) for f in lay.fields]
+    assert {(f.name, f.reflection_type, f.reflection_declaring_type) for f in lay.fields} == \
         {(f["name"], f["type"], f["declaring_type"]) for f in padded["fields"]}
     ptr = types_core.truth["pointer_size"]
     end = ptr

@@ -68,3 +68,55 @@ class StringFilter:
                         (self.regex is not None and not self.regex.search(v)):
                     mask[i] = False
         return batch.select(mask)
+
+
+@dataclass(frozen=True)
+class ObjectFilter:
+    """What selects objects of any type (strings included): --mt, --gen, --address-range, --min-size,
+    --max-size, composed with AND.  ``mask`` tests a whole window of the vectorised walk, ``accepts`` one
+    object; both select the same objects."""
+
+    address_range: tuple[int, int] | None = None  # [start, end)
+    min_size: int | None = None  # SOS size, bytes
+    max_size: int | None = None
+    heaps: frozenset | None = None  # heap codes (heap.segments.HEAPS)
+    method_table: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return any(v is not None for v in (self.address_range, self.min_size, self.max_size, self.heaps,
+                                           self.method_table))
+
+    def mask(self, win, sizes):
+        """Which objects of a window (:class:`~clrlayout.heap.fastwalk.WindowObjects`) pass, given their SOS
+        sizes; None when all do."""
+        if not self.active:
+            return None
+        import numpy as np
+
+        keep = np.ones(len(sizes), dtype=bool)
+        if self.min_size is not None:
+            keep &= sizes >= self.min_size
+        if self.max_size is not None:
+            keep &= sizes <= self.max_size
+        if self.method_table is not None:
+            keep &= win.method_tables == np.uint64(self.method_table)
+        if self.address_range is not None or self.heaps is not None:
+            addresses = win.offsets.astype(np.uint64) + np.uint64(win.base)
+            if self.address_range is not None:
+                lo, hi = self.address_range
+                keep &= (addresses >= np.uint64(lo)) & (addresses < np.uint64(hi))
+            if self.heaps is not None:
+                keep &= np.isin(win.segment.heap_codes(addresses), list(self.heaps))
+        return keep
+
+    def accepts(self, obj) -> bool:
+        """Whether one object (a :class:`~clrlayout.heap.walk.HeapObject`) passes."""
+        from ..heap.segments import HEAP_CODES
+
+        return not ((self.min_size is not None and obj.size < self.min_size)
+                    or (self.max_size is not None and obj.size > self.max_size)
+                    or (self.method_table is not None and obj.method_table != self.method_table)
+                    or (self.address_range is not None
+                        and not self.address_range[0] <= obj.address < self.address_range[1])
+                    or (self.heaps is not None and HEAP_CODES[obj.segment.generation(obj.address)] not in self.heaps))

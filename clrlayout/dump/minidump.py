@@ -4,7 +4,8 @@ The header and stream directory are parsed here with construct, with every count
 the file and :class:`~clrlayout.limits.Limits`.  The streams clrlayout needs (SystemInfo, ModuleList,
 MemoryList, Memory64List, ThreadList, MiscInfo) are then parsed by the ``minidump`` package, fed through
 a bounded file view and guarded so that none of its exceptions escape.  Unknown and reserved stream types
-(Wine writes a private 0xFFF0 stream that makes minidump 0.0.24 raise ValueError) are skipped and noted.
+(Wine writes a private 0xFFF0 stream that makes minidump 0.0.24 raise ValueError) are skipped, and
+listed by ``info`` (``other_streams``).
 """
 
 from __future__ import annotations
@@ -316,9 +317,8 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
         misc = r.call_package("MiscInfo", MinidumpMiscInfo.parse, _as_dir(entry), r.file)
         pid = getattr(misc, "ProcessId", None) if misc is not None else None
 
-    if container.skipped_streams:
-        kinds = ", ".join(f"{t:#x}" for t in container.skipped_streams)
-        r.warn(f"skipped stream types that are not part of the minidump format: {kinds}")
+    # streams of other types (Wine's private 0xFFF0, a tool's own) are not read: not a problem of the dump's,
+    # so no warning; `info` lists them
     # a dump that is not a full-memory one leaves memory out; its MemoryInfoList, if any, says which
     # ... and memory its lists describe but the file (cut short) does not hold is missing too
     committed = [(m.base, m.end) for m in memory_info if m.state == "commit"]

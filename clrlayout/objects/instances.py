@@ -39,6 +39,8 @@ class Referent:
 
     type_name: str | None
     string: str | None = None
+    #: how many of the string's characters the value column shows (None: all of them)
+    limit: int | None = REFERENCED_CHARS
 
 
 def show_value(show: str, data: bytes | None, pointer_size: int, referent=None) -> str | None:
@@ -57,7 +59,7 @@ def show_value(show: str, data: bytes | None, pointer_size: int, referent=None) 
         if r is not None and r.type_name:
             text += f" ({r.type_name})"
         if r is not None and r.string is not None:
-            s = r.string if len(r.string) <= REFERENCED_CHARS else r.string[:REFERENCED_CHARS] + "\u2026"
+            s = r.string if r.limit is None or len(r.string) <= r.limit else r.string[:r.limit] + "\u2026"
             text += " " + quote(s)
         return text
     fmt = _FORMATS.get((show, len(data)))

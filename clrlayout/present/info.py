@@ -61,6 +61,8 @@ def info_lines(data: dict) -> list[str]:
     rows.append(("Layout profile", prof["name"] + (f" with overrides {', '.join(prof['overrides'])}"
                                                   if prof["overrides"] else "")))
     rows.append(("Memory", f"{data['memory']['ranges']:,} ranges, {data['memory']['bytes']:,} bytes"))
+    if data.get("other_streams"):
+        rows.append(("Other streams", ", ".join(data["other_streams"]) + " (not read)"))
     how = "exact heap walk from GcDacVars" if heap["exact"] else "checked object scan (heuristic)"
     how += f", {heap['gc_mode']} GC" if heap["gc_mode"] else ""
     if heap["exact"] and heap.get("missing_bytes"):

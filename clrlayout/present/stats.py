@@ -6,7 +6,7 @@ import csv
 import io
 
 from .jsonout import csv_value, dumps
-from .text import display_value, table
+from .text import counted, display_value, table
 
 LABELS = {"object_headers": "object headers", "method_table_pointers": "MethodTable pointers",
           "lock_words": "lock words (Mono)", "length_fields": "length fields", "field_gaps": "field gaps",
@@ -43,7 +43,7 @@ def render(a, result, duplicates, fmt: str, top: int) -> list[str]:
 
 def stats_lines(a, r) -> list[str]:
     how = "exact heap walk" if a.heap.exact else "checked scan"
-    lines = [f"System.String: {r.count:,} objects ({a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {how})",
+    lines = [f"System.String: {counted(r.count, 'object')} ({a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {how})",
              f"  SOS size:        {r.total_size:,} bytes (BaseSize + 2 x length, summed)",
              f"  on the heap:     {r.total_aligned_size:,} bytes (aligned)",
              f"  characters:      {r.total_length:,} UTF-16 units", "", "Where the bytes go:"]
@@ -87,7 +87,7 @@ def duplicate_lines(duplicates, top: int, r) -> list[str]:
                   "rrrll")
     if len(shown) < len(found):
         lines.append(f"... {len(found) - len(shown):,} more duplicated values (--top 0 lists all)")
-    lines.append(f"Total: {len(found):,} duplicated values in {copies:,} of {r.count:,} strings; "
+    lines.append(f"Total: {counted(len(found), 'duplicated value')} in {copies:,} of {counted(r.count, 'string')}; "
                  f"{total:,} bytes wasted ({_pct(total, r.total_aligned_size)} of {r.total_aligned_size:,})")
     return lines
 

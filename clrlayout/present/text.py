@@ -63,9 +63,13 @@ def object_line(obj, pointer_size: int) -> str:
     return f"{hexaddr(obj.address, pointer_size)} {hexaddr(obj.method_table, pointer_size)} {obj.size:8d}  {name}"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 object``, ``2 objects``, ``1,024 bytes``: a count with its noun in the right number."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def total_line(count: int, size: int, aligned: int, noun: tuple = ("string", "strings")) -> str:
-    noun = noun[0] if count == 1 else noun[1]
-    return f"Total {count:,} {noun}, {size:,} bytes (SOS size), {aligned:,} bytes on the heap (aligned)"
+    return f"Total {counted(count, *noun)}, {size:,} bytes (SOS size), {aligned:,} bytes on the heap (aligned)"
 
 
 def layout_table(layout: ObjectLayout, title: str) -> list[str]:

@@ -40,7 +40,12 @@ def render(session, lay: TypeLayout, fmt: str) -> list[str]:
 
     p = session.profile
     parent_names = [session.type_name(m) or f"<unknown type, MT {m:#x}>" for m in lay.parents]
-    obj = instance_layout(p, lay)
+    if lay.method_table == session.mts.string_mt:  # a string's own rows (length, terminator), as `layout` shows
+        from ..objects.layout import string_layout
+
+        obj = string_layout(p, 0)
+    else:
+        obj = instance_layout(p, lay)
     if fmt == "json":
         return [dumps(type_record(lay, parent_names, obj.losses()))]
     name = lay.name or f"<unknown type, MT {lay.method_table:#x}>"

@@ -39,8 +39,8 @@ class FieldLayout:
     offset: int
     size: int
     element_type: int  # the FieldDesc's CorElementType
-    type: str  # the declared type, as reflection prints it
-    declaring_type: str
+    type: str  # the declared type, as the DAC prints it (System.Func`2[[System.Object, System.Private.CoreLib],...])
+    declaring_type: str  # likewise
     token: int
     kind: str  # "primitive" | "reference" | "pointer" | "struct"
     #: value types: the struct's MethodTable, when known
@@ -53,6 +53,9 @@ class FieldLayout:
     show: str = ""
     #: declared by a parent class of the type the layout is of
     inherited: bool = False
+    #: ``type`` and ``declaring_type`` as reflection prints them (``Type.ToString()``: System.Func`2[System.Object,...])
+    reflection_type: str = ""
+    reflection_declaring_type: str = ""
 
     @property
     def end(self) -> int:
@@ -193,7 +196,8 @@ class TypeLayouts:
             if c.problem:
                 problems.append(f"{self._display(cls)}: {c.problem}")
                 continue
-            declaring = self.names.reflection_name(cls) or f"<unknown type, MT {cls:#x}>"
+            unknown = f"<unknown type, MT {cls:#x}>"
+            declaring = (self.names.name(cls) or unknown, self.names.reflection_name(cls) or unknown)
             for fd in c.own:
                 if fd.is_static and cls == address:
                     statics.append(self._field(cls, fd, declaring, depth, problems))
@@ -233,8 +237,14 @@ class TypeLayouts:
     def _display(self, address: int) -> str:
         return self.names.name(address) or f"MethodTable {address:#x}"
 
-    def _field(self, cls: int, fd, declaring: str, depth: int, problems: list) -> FieldLayout:
-        ptr = self.profile.pointer_size
+    def _field(self, cls: int, fd, declaring_names: tuple[str, str], depth: int, problems: list) -> FieldLayout:
+        name, sig, image, context = self._declaration(cls, fd)
+        f = self._field_of(fd, name, sig, image, context, declaring_names[0], depth, problems)
+        reflection = self._sig_text(sig, image, context) if sig is not None else f.type
+        return replace(f, reflection_declaring_type=declaring_names[1], reflection_type=reflection)
+
+    def _declaration(self, cls: int, fd):
+        """(name, signature, image, type arguments) of a FieldDesc of the class at ``cls``."""
         image = self.names.image_of(cls)
         meta = image.metadata if image is not None else None
         got = meta.field(fd.token & 0xFFFFFF) if meta is not None else None
@@ -245,8 +255,12 @@ class TypeLayouts:
                 sig = sigs.field_signature(got[1])
             except sigs.SignatureError:
                 sig = None
-        context = self.names.type_arguments(cls) or []
-        declared = self._sig_text(sig, image, context) if sig is not None else None
+        return name, sig, image, self.names.type_arguments(cls) or []
+
+    def _field_of(self, fd, name: str, sig, image, context: list, declaring: str, depth: int,
+                  problems: list) -> FieldLayout:
+        ptr = self.profile.pointer_size
+        declared = self._sig_text(sig, image, context, dac=True) if sig is not None else None
         et = self.spec.element_types.get(fd.element_type, {"name": f"element type {fd.element_type:#x}",
                                                            "size": 0, "show": "hex"})
         show = et["show"]
@@ -301,7 +315,9 @@ class TypeLayouts:
             return ref[0] if ref else f"<type {token:#010x}>"
         return f"<type {token:#010x}>"
 
-    def _sig_text(self, sig, image, context: list, depth: int = 0) -> str:
+    def _sig_text(self, sig, image, context: list, depth: int = 0, dac: bool = False) -> str:
+        """The name of the type a signature names: as reflection prints it, or (``dac``) as the DAC does, each
+        type argument in brackets with its assembly (``[[System.Object, System.Private.CoreLib]]``)."""
         e = sig.element
         if depth > sigs.MAX_DEPTH:
             return "?"
@@ -311,20 +327,25 @@ class TypeLayouts:
             if sig.token >> 24 == 0x1B:
                 spec = image.metadata.type_spec(sig.token & 0xFFFFFF)
                 try:
-                    return self._sig_text(sigs.type_spec(spec), image, context, depth + 1) if spec else "?"
+                    return self._sig_text(sigs.type_spec(spec), image, context, depth + 1, dac) if spec else "?"
                 except sigs.SignatureError:
                     return "?"
             return self._token_text(image, sig.token)
         if e == sigs.GENERICINST:
-            args = ",".join(self._sig_text(a, image, context, depth + 1) for a in sig.args)
+            if not dac:
+                args = ",".join(self._sig_text(a, image, context, depth + 1) for a in sig.args)
+                return f"{self._token_text(image, sig.token)}[{args}]"
+            args = ",".join(f"[{self._sig_text(a, image, context, depth + 1, dac)}, "
+                            f"{self._sig_assembly(a, image, context, depth + 1)}]" for a in sig.args)
             return f"{self._token_text(image, sig.token)}[{args}]"
         if e == sigs.VAR:
             if sig.number < len(context):
-                return self.names.reflection_name(context[sig.number]) or f"!{sig.number}"
+                name = (self.names.name if dac else self.names.reflection_name)(context[sig.number])
+                return name or f"!{sig.number}"
             return f"!{sig.number}"
         if e == sigs.MVAR:
             return f"!!{sig.number}"
-        inner = self._sig_text(sig.inner, image, context, depth + 1) if sig.inner is not None else "?"
+        inner = self._sig_text(sig.inner, image, context, depth + 1, dac) if sig.inner is not None else "?"
         if e == sigs.SZARRAY:
             return inner + "[]"
         if e == sigs.ARRAY:
@@ -334,6 +355,34 @@ class TypeLayouts:
         if e == sigs.BYREF:
             return inner + "&"
         return "System.IntPtr" if e == sigs.FNPTR else "?"
+
+    def _sig_assembly(self, sig, image, context: list, depth: int = 0) -> str:
+        """The simple name of the assembly that defines the type a signature names (an array's, pointer's or
+        instantiation's: its element's or generic type's), where the runtime finds it (type forwarding
+        followed)."""
+        e = sig.element
+        if depth > sigs.MAX_DEPTH:
+            return "?"
+        if e in sigs.PRIMITIVE_NAMES or e in (sigs.OBJECT, sigs.STRING, sigs.TYPEDBYREF):
+            core = self._core_image()
+            return (core.metadata.assembly_name if core is not None else None) or "?"
+        if e in (sigs.CLASS, sigs.VALUETYPE, sigs.GENERICINST):
+            if sig.token >> 24 == 0x1B:
+                spec = image.metadata.type_spec(sig.token & 0xFFFFFF)
+                try:
+                    return self._sig_assembly(sigs.type_spec(spec), image, context, depth + 1) if spec else "?"
+                except sigs.SignatureError:
+                    return "?"
+            where = self._resolve(image, sig.token)
+            if where is not None:
+                return where[0].metadata.assembly_name or "?"
+            ref = image.metadata.type_ref(sig.token & 0xFFFFFF) if sig.token >> 24 == 0x01 else None
+            return (ref[1] if ref else image.metadata.assembly_name) or "?"
+        if e == sigs.VAR and sig.number < len(context):
+            return self.names.assembly_name(context[sig.number]) or "?"
+        if sig.inner is not None:
+            return self._sig_assembly(sig.inner, image, context, depth + 1)
+        return "?"
 
     # --- the MethodTables of value types ------------------------------------------------------------
 

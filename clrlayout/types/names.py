@@ -54,6 +54,10 @@ class TypeNames:
             self._reflection[address] = self._name(address, 0, [], reflection=True)
         return self._reflection[address]
 
+    def assembly_name(self, address: int) -> str | None:
+        """The simple name of the assembly that defines the type of ``address`` (an array's: its element's)."""
+        return self._assembly(address, 0, [])
+
     def image_of(self, address: int):
         """The managed image (with its metadata) of the module of the type at ``address``, or None."""
         raw = self._raw(address)
