@@ -80,7 +80,7 @@ class Kind:
         if self.single_file:
             return (f"the strings target as the startup hook of a self-contained single-file app ({runtimes.SINGLE_FILE[0]}"
                     f"'s {runtimes.SINGLE_FILE[2]}, .NET {self.version}), dumped by .NET 8.0.4's createdump --full, "
-                    f"then clrlayout trim")
+                    f"then clrlayout trim --types")
         if self.platform.startswith("linux"):
             host = (" (a self-contained app's runtime folder, the target hosted by sample_dumps/corehost.py)"
                     if self.version in runtimes.SELF_CONTAINED else "")
@@ -351,7 +351,8 @@ def main() -> int:
             else:
                 raw, truth = make_windows(kind, build, work, args.wine_prefix, target=kind.target)
             out = HERE / kind.file
-            result = trim(str(raw), str(out), types=kind.target == "types")
+            # trim --types also keeps what naming reads: a single-file app's assemblies are in anonymous memory
+            result = trim(str(raw), str(out), types=kind.target == "types" or kind.single_file)
             truth_out = out.with_name(out.name.rsplit(".", 1)[0] + ".truth.json")
             shutil.copy(truth, truth_out)
             if args.keep_raw:

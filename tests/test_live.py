@@ -168,3 +168,34 @@ def test_layout_command_matches_the_live_runtime(capsys):
     for n in range(41):
         case = _case(data, f"length {n}")
         assert (case["size"], case["aligned_size"]) == (table[n]["sos_size"], table[n]["aligned_size"])
+
+
+# --- a user's own .NET installation (--dotnet-root): the test-time .NET 8 and 10 runtimes ---------------
+
+
+@pytest.mark.parametrize("version", ["8.0.4", "10.0.0"])
+def test_dotnet_root_hosts_that_runtime_and_all_checks_pass(tmp_path, version):
+    from conftest import SAMPLES
+
+    sys.path.insert(0, str(SAMPLES))
+    import runtimes  # the test-time runtimes (downloaded on first use)
+
+    root = runtimes.get(version).root
+    capture = tmp_path / f"live-{version}.core"
+    code, data = report("--dotnet-root", root, "--framework", version.rsplit(".", 1)[0], "--max-length", "64",
+                        "--capture", capture)
+    assert code == 0
+    assert data["runtime"]["flavor"] == "coreclr" and data["runtime"]["version"] == version
+    assert data["failures"] == 0 and data["checks"] >= 700
+    assert all(c["ok"] for case in data["cases"] for c in case["checks"])
+    assert any(c["name"].startswith("capture:") for c in data["runtime_checks"])
+    assert capture.exists() and capture.stat().st_size > 1_000_000
+
+
+def test_dotnet_root_errors(tmp_path):
+    r = live("--dotnet-root", tmp_path)
+    assert r.returncode == 7 and "not a .NET installation folder" in r.stderr
+    r = live("--framework", "8")
+    assert r.returncode == 2 and "--dotnet-root" in r.stderr
+    r = live("--runtime", "mono", "--dotnet-root", tmp_path)
+    assert r.returncode == 2

@@ -16,9 +16,10 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _examples() -> list[tuple[str, str]]:
-    """(command, expected output) of each ```text block that starts with `$ clrlayout`."""
+    """(command, expected output) of each ```text block that starts with `$ clrlayout` (after comment lines)."""
     out = []
     for block in re.findall(r"```text\n(.*?)```", README, flags=re.S):
+        block = re.sub(r"\A(#[^\n]*\n)+", "", block)
         if not block.startswith("$ clrlayout "):
             continue
         for example in re.split(r"\n(?=\$ clrlayout )", block):  # a block may hold several
@@ -34,6 +35,37 @@ EXAMPLES = [(c, o) for c, o in _examples() if not c.startswith(NOT_HERE)]
 
 def test_the_readme_has_examples():
     assert len(EXAMPLES) >= 6
+
+
+def _shell_commands() -> list[str]:
+    """Every clrlayout command of the README's shell blocks (the Quickstart's), without what installs it."""
+    out = []
+    for block in re.findall(r"```sh\n(.*?)```", README, flags=re.S):
+        for line in block.splitlines():
+            for part in line.split("&&"):
+                words = shlex.split(part)
+                if words and words[0].endswith("clrlayout"):
+                    out.append(shlex.join(words[1:]))
+    return out
+
+
+def test_every_clrlayout_command_of_the_readme_is_run_here():
+    """No `$ clrlayout` line of the README stands outside the blocks run above (a dump this repository does not
+    hold, a command a test does not run)."""
+    shown = [c for c, _ in _examples()]
+    every = re.findall(r"^\$ (clrlayout [^\n]*)$", README, flags=re.M)
+    assert sorted(every) == sorted(shown)
+    for command in shown:
+        for word in shlex.split(command):
+            if "/" in word and not word.startswith("-"):
+                assert (ROOT / word).exists(), f"{command}: {word} is not in the repository"
+
+
+@pytest.mark.parametrize("command", _shell_commands())
+def test_the_quickstart_command_runs(capsys, monkeypatch, command):
+    monkeypatch.chdir(ROOT)
+    assert main(shlex.split(command)) == 0
+    assert capsys.readouterr().out.count("\n") > 10
 
 
 @pytest.mark.parametrize("command,expected", EXAMPLES, ids=[c for c, _ in EXAMPLES])

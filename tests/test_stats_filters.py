@@ -9,7 +9,7 @@ import json
 import pytest
 
 from clrlayout.cli import main
-from conftest import SAMPLES
+from conftest import SAMPLES, manifest
 
 SAMPLE_FILES = ["types.coreclr-10.0.0.linux-x64.core", "strings.coreclr-8.0.4.linux-x64.core",
                 "strings.coreclr-3.1.23.win-x86.dmp"]
@@ -160,3 +160,53 @@ def test_counts_of_one_are_singular(capsys):
     path = SAMPLES / SAMPLE_FILES[0]
     code, out, err = run(capsys, "stats", path, "--type", "System.Collections.Hashtable+SyncHashtable", "-q")
     assert code == 0 and "Total 1 object," in out and "1 objects" not in out
+
+
+def _with_private_stream(src, out) -> None:
+    """A copy of a minidump whose comment stream (type 10) is retyped 0xFFF0, as Wine's private stream is."""
+    import struct
+
+    data = bytearray(src.read_bytes())
+    count, rva = struct.unpack_from("<II", data, 8)
+    for i in range(count):
+        if struct.unpack_from("<I", data, rva + 12 * i)[0] == 10:
+            struct.pack_into("<I", data, rva + 12 * i, 0xFFF0)
+            break
+    else:
+        raise AssertionError("no comment stream to retype")
+    out.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("entry", [e for e in manifest(None) if e["format"] == "minidump"], ids=lambda e: e["file"])
+def test_a_clean_minidump_gets_no_warning_for_streams_it_does_not_read(capsys, tmp_path, entry):
+    path = tmp_path / "other-stream.dmp"
+    _with_private_stream(SAMPLES / entry["file"], path)
+    code, out, err = run(capsys, "stats", path, "--type", "System.String")
+    assert code == 0 and err == ""
+    assert out == run(capsys, "stats", SAMPLES / entry["file"], "--type", "System.String")[1].replace(
+        str(SAMPLES / entry["file"]), str(path))
+    info = _json(capsys, "info", path, "--format", "json")
+    assert info["other_streams"] == ["0xfff0"] and info["warnings"] == []
+
+
+def test_an_mt_that_is_not_a_string_is_named(capsys):
+    path = SAMPLES / SAMPLE_FILES[0]
+    rows = _json(capsys, "stats", path, "--format", "json", "-q")["types"]
+    byte_array = next(r["method_table"] for r in rows if r["name"] == "System.Byte[]")
+    code, out, err = run(capsys, "info", path, "--mt", byte_array)
+    assert "it is System.Byte[]'s (component size 1; a string's is 2)" in err and "System.Char[]" not in err
+
+
+def test_object_full_keeps_referenced_strings_whole(capsys):
+    path = SAMPLES / SAMPLE_FILES[0]
+    code, out, err = run(capsys, "dump", path, "--type", "System.String[]", "--exact", "--format", "jsonl", "-q")
+    arrays = [json.loads(line) for line in out.splitlines()]
+    longest = None
+    for a in arrays:
+        code, out, err = run(capsys, "object", path, a["address"], "--full", "-q")
+        cut = [line for line in out.splitlines() if "(System.String) \"" in line and "\u2026\"" in line]
+        assert not cut, cut[:1]
+        whole = [line for line in out.splitlines() if "(System.String) \"" in line]
+        longest = max([len(line) for line in whole] + [longest or 0])
+    code, out, err = run(capsys, "object", path, arrays[0]["address"], "-q")
+    assert longest > 120  # some referenced string is longer than the table shows without --full

@@ -11,13 +11,18 @@ from ..errors import LiveRuntimeUnavailable
 from .report import Check, LiveReport
 
 
-def write_dump(path: str, flavor: str) -> None:
+def write_dump(path: str, flavor: str, library: str | None = None) -> None:
+    """A dump of this process: the hosted CoreCLR's own createdump (beside ``library``, its libcoreclr.so), or,
+    for Mono, a minidump written here."""
     if flavor != "coreclr":
         from .minidump_writer import write_process_minidump
 
         write_process_minidump(path)
         return
-    r = subprocess.run([str(embedded.createdump()), "-f", path, str(os.getpid())],
+    tool = os.path.join(os.path.dirname(library), "createdump") if library else str(embedded.createdump())
+    if not os.access(tool, os.X_OK):
+        raise LiveRuntimeUnavailable(f"{tool} is missing or not executable")
+    r = subprocess.run([tool, "-f", path, str(os.getpid())],
                        capture_output=True, text=True, timeout=600)
     if r.returncode != 0 or not os.path.exists(path):
         raise LiveRuntimeUnavailable(f"createdump failed ({r.returncode}): {(r.stderr or r.stdout).strip()[-300:]}")
@@ -27,7 +32,7 @@ def check_capture(report: LiveReport, path: str, reference_mt: int) -> None:
     from ..session import open_session
 
     flavor = report.runtime.flavor
-    write_dump(path, flavor)
+    write_dump(path, flavor, report.runtime.library)
     with open_session(path, mt=reference_mt if flavor == "mono" else None) as a:
         report.runtime_checks.append(Check("capture: String MethodTable found in the dump",
                                            a.string_method_table() == reference_mt, f"{reference_mt:#x}",

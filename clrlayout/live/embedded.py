@@ -44,18 +44,47 @@ def createdump() -> Path:
     return path
 
 
-def runtimeconfig(invariant: bool = True) -> dict:
-    config = {"runtimeOptions": {"tfm": "netcoreapp3.1",
-                                 "framework": {"name": "Microsoft.NETCore.App", "version": RUNTIME_VERSION}}}
+def runtimeconfig(invariant: bool = True, version: str = RUNTIME_VERSION) -> dict:
+    major, minor = (int(x) for x in version.split(".")[:2])
+    tfm = f"netcoreapp{major}.{minor}" if major < 5 else f"net{major}.{minor}"
+    config = {"runtimeOptions": {"tfm": tfm, "framework": {"name": "Microsoft.NETCore.App", "version": version}}}
     if invariant:
         config["runtimeOptions"]["configProperties"] = {"System.Globalization.Invariant": True}
     return config
 
 
-def write_runtimeconfig(path: str | Path, invariant: bool = True) -> Path:
+def write_runtimeconfig(path: str | Path, invariant: bool = True, version: str = RUNTIME_VERSION) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(runtimeconfig(invariant), indent=1))
+    path.write_text(json.dumps(runtimeconfig(invariant, version), indent=1))
     return path
+
+
+def installed_frameworks(root: str | Path) -> list[str]:
+    """The Microsoft.NETCore.App versions of a .NET installation folder (what `dotnet --list-runtimes` lists),
+    oldest first."""
+    shared = Path(root) / "shared" / "Microsoft.NETCore.App"
+    found = [d.name for d in shared.iterdir() if (d / "libcoreclr.so").exists()] if shared.is_dir() else []
+
+    def key(v: str):
+        return tuple(int(x) if x.isdigit() else -1 for x in v.replace("-", ".").split("."))
+
+    return sorted(found, key=key)
+
+
+def choose_framework(root: str | Path, framework: str | None) -> tuple[Path, str]:
+    """(the installation folder, the framework version) to host from ``root`` (a user's /usr/share/dotnet, say):
+    ``framework`` (a version, or its prefix: 8, 8.0), else the newest installed."""
+    root = Path(root)
+    if not (root / "host" / "fxr").is_dir():
+        raise LiveRuntimeUnavailable(f"{root} is not a .NET installation folder (no host/fxr: give the folder that "
+                                     "holds `dotnet`, e.g. /usr/share/dotnet)")
+    versions = installed_frameworks(root)
+    if framework is not None:
+        versions = [v for v in versions if v == framework or v.startswith(framework.rstrip(".") + ".")]
+    if not versions:
+        have = ", ".join(installed_frameworks(root)) or "none"
+        raise LiveRuntimeUnavailable(f"{root} has no Microsoft.NETCore.App {framework or ''} (installed: {have})")
+    return root, versions[-1]
 
 
 def environment() -> dict:

@@ -93,9 +93,10 @@ def _profile_for(runtime: LiveRuntime, profile_name: str | None) -> Profile:
 
 
 def run(runtime: str = "coreclr", max_length: int = 64, capture: str | None = None,
-        profile_name: str | None = None) -> LiveReport:
-    """Allocate the cases in a hosted runtime and check them; ``capture`` also writes and checks a dump."""
-    host = load(runtime)
+        profile_name: str | None = None, dotnet_root: str | None = None, framework: str | None = None) -> LiveReport:
+    """Allocate the cases in a hosted runtime and check them; ``capture`` also writes and checks a dump.
+    ``dotnet_root`` (and ``framework``): the CoreCLR of that .NET installation instead of the embedded one."""
+    host = load(runtime, dotnet_root, framework)
     from .dotnet import DotNet
 
     net = DotNet()

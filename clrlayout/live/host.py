@@ -36,7 +36,7 @@ class LiveRuntime:
     description: str
     arch: str
     pointer_size: int
-    library: str
+    library: str  # the runtime's library (libcoreclr.so; createdump is beside it)
 
     def as_dict(self) -> dict:
         return {"flavor": self.flavor, "version": self.version, "arch": self.arch, "description": self.description}
@@ -73,8 +73,10 @@ def find_mono() -> str:
     raise LiveRuntimeUnavailable(f"{what}: no libmonosgen-2.0.so.1 found; {MONO_HINT}")
 
 
-def load(flavor: str = "coreclr") -> LiveRuntime:
-    """Load the runtime into this process (once); returns what was loaded."""
+def load(flavor: str = "coreclr", dotnet_root: str | None = None, framework: str | None = None) -> LiveRuntime:
+    """Load the runtime into this process (once); returns what was loaded.  ``dotnet_root``: host the CoreCLR of
+    that .NET installation (``framework``: which of its Microsoft.NETCore.App versions; default the newest)
+    instead of the embedded 3.1.23."""
     global _loaded
     if _loaded is not None:
         if _loaded.flavor != flavor:
@@ -85,19 +87,27 @@ def load(flavor: str = "coreclr") -> LiveRuntime:
         from pythonnet import set_runtime
     except ImportError:
         raise LiveRuntimeUnavailable(f"pythonnet is not installed; {embedded.INSTALL_HINT}") from None
+    if flavor != "coreclr" and (dotnet_root or framework):
+        raise LiveRuntimeUnavailable("--dotnet-root and --framework choose a CoreCLR, not Mono")
     if flavor == "coreclr":
-        root = embedded.dotnet_root()
+        if dotnet_root is not None:
+            root, version = embedded.choose_framework(dotnet_root, framework)
+        elif framework is not None:
+            raise LiveRuntimeUnavailable("--framework chooses among the runtimes of --dotnet-root DIR")
+        else:
+            root, version = embedded.dotnet_root(), embedded.RUNTIME_VERSION
         # hostfxr reads the runtimeconfig while the runtime starts; the directory goes when it has
         with tempfile.TemporaryDirectory(prefix="clrlayout-live-") as scratch:
             config = Path(scratch) / "clrlayout.runtimeconfig.json"
-            embedded.write_runtimeconfig(config)
+            embedded.write_runtimeconfig(config, version=version)
             os.environ.setdefault("DOTNET_ROOT", str(root))
             try:
                 set_runtime(get_coreclr(runtime_config=str(config), dotnet_root=str(root)))
                 __import__("clr")
             except Exception as e:
                 raise LiveRuntimeUnavailable(f"cannot load CoreCLR from {root}: {e}") from None
-        library = str(embedded.runtime_dir() / "libcoreclr.so")
+        runtime_dir = Path(root) / "shared" / "Microsoft.NETCore.App" / version
+        library = str(runtime_dir / "libcoreclr.so")
     elif flavor == "mono":
         library = find_mono()
         try:
@@ -119,6 +129,6 @@ def load(flavor: str = "coreclr") -> LiveRuntime:
         version = description.split()[1]
     else:
         version = str(System.Environment.Version)
-        description = f"CoreCLR {version} (dotnetcore2)"
+        description = f"CoreCLR {version} " + ("(dotnetcore2)" if dotnet_root is None else f"({root})")
     _loaded = LiveRuntime(flavor, version, description, _arch(pointer_size), pointer_size, library)
     return _loaded
