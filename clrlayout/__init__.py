@@ -1,15 +1,15 @@
 """clrlayout: how .NET objects sit in memory, byte by byte, read from crash dumps without the DAC.
 
-The library's front door is :func:`open`::
+The library's front door is :func:`open`, which gives the model (:mod:`clrlayout.model`), shaped as ClrMD's::
 
     import clrlayout
 
-    with clrlayout.open("app.core") as dump:
-        print(dump.info["runtime"])                # what `clrlayout info` shows, as data
-        for s in dump.strings():                   # every System.String, in heap order
-            print(hex(s.address), s.size, s.value)
-        for o in dump.objects():                   # every object but free space, in heap order
-            print(hex(o.address), hex(o.method_table), o.size, o.type_name)
+    with clrlayout.open("app.dmp") as dump:          # Dump: format, arch, os, modules, memory
+        runtime = dump.runtime                        # Runtime: flavor, version, profile, types
+        heap = runtime.heap                           # Heap: segments, exact, objects(), strings(), object_at()
+        for obj in heap.objects():                    # HeapObject: address, type, size, generation
+            print(hex(obj.address), obj.type.name, obj.size)
+        t = runtime.type("System.String")             # ClrType: name, method_table, base_size, fields
 
 Errors are :class:`ClrLayoutError` subclasses (``DumpError``, ``RuntimeNotFound``, ...), each with the exit
 code the command-line tool maps it to.
@@ -20,10 +20,14 @@ __version__ = "0.1.0"
 #: the public names, each imported from its module when first used: ``import clrlayout`` itself imports
 #: nothing else, so that the command (``__main__``) decides what its start-up imports, and when
 _EXPORTS = {
-    "open": ("session", "open_session"),  # clrlayout.open(path, *, mt=None, profile=None, heap="auto", limits=...)
-    "Session": ("session", "Session"),
-    "StringObject": ("objects.strings", "StringObject"),
-    "HeapObject": ("heap.walk", "HeapObject"),
+    "open": ("model", "open"),  # clrlayout.open(path, *, method_table=None, profile=None, heap="auto", ...)
+    "Dump": ("model", "Dump"),
+    "DumpInfo": ("model", "DumpInfo"),
+    "Runtime": ("model", "Runtime"),
+    "Heap": ("model", "Heap"),
+    "HeapObject": ("model", "HeapObject"),
+    "ClrType": ("model", "ClrType"),
+    "ClrField": ("model", "ClrField"),
     "Limits": ("limits", "Limits"),
     "DEFAULT_LIMITS": ("limits", "DEFAULT_LIMITS"),
     "ClrLayoutError": ("errors", "ClrLayoutError"),

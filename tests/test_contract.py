@@ -17,6 +17,7 @@ import clrlayout.session
 from conftest import SAMPLES
 from clrlayout.cli import main
 from clrlayout.runtime.contract import descriptor_data, parse_descriptor
+from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 pytestmark = pytest.mark.dac
 
@@ -44,7 +45,7 @@ def test_the_descriptor_agrees_with_the_profiles_and_the_dac(fresh_core):
     layout value of the data file is either equal to the profile's or not in this runtime's descriptor; the
     MethodTables its globals point at are the DAC's.  3.1 and 8 export none, and clrlayout says why."""
     listing = fresh_core.dac_listing()
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         info = s.info["contract_descriptor"]
         symbol = _exported(s.runtime.module.path, SYMBOL)
         if s.runtime.version_tuple < (9,):
@@ -68,14 +69,14 @@ def test_the_descriptor_agrees_with_the_profiles_and_the_dac(fresh_core):
 
 
 def test_a_full_dump_holds_the_descriptor_and_trim_keeps_it(full_core, tmp_path, capsys):
-    with clrlayout.open(full_core.path) as s:
+    with open_session(full_core.path) as s:
         full = s.info["contract_descriptor"]
         assert full["where"] == "the dump"
         assert int(full["address"], 16) == s.runtime.module.base + _exported(s.runtime.module.path, SYMBOL)
     trimmed = tmp_path / "trimmed.core"
     assert main(["trim", str(full_core.path), str(trimmed)]) == 0
     capsys.readouterr()
-    with clrlayout.open(trimmed) as s:
+    with open_session(trimmed) as s:
         kept = s.info["contract_descriptor"]
         assert s.warnings == []
     assert kept == full
@@ -99,7 +100,7 @@ def test_a_bad_descriptor_in_the_dump_is_a_reason(full_core, tmp_path, capsys):
     raw = trimmed.read_bytes()
     magic = descriptor_data()["descriptor"]["magic"].to_bytes(8, "little")
     at = raw.index(magic)
-    with clrlayout.open(trimmed) as s:
+    with open_session(trimmed) as s:
         text_at = s.dump.memory.try_read_pointer(int(s.info["contract_descriptor"]["address"], 16) + 16)
         json_in_file = raw.index(s.dump.memory.try_read(text_at, 32))
     capsys.readouterr()
@@ -178,7 +179,7 @@ def test_every_sample_says_what_it_knows_of_the_descriptor(sample):
     """Runtimes before .NET 9 have none; on the others the descriptor is read (or its absence explained), and
     whatever it says agrees with the profiles.  The single-file sample is a full dump: its descriptor is the
     dump's own copy, read without the app's executable."""
-    with clrlayout.open(sample.path) as s:
+    with open_session(sample.path) as s:
         d = s.info["contract_descriptor"]
         version = s.runtime.version_tuple
         if version < (9,):

@@ -12,6 +12,7 @@ import json
 import pytest
 
 import clrlayout
+from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 pytestmark = pytest.mark.dac
 
@@ -23,7 +24,7 @@ def _dac_objects(listing: dict) -> list[tuple[int, int, int]]:
 
 def test_segments_and_method_tables_equal_the_dacs(fresh_core):
     listing = fresh_core.dac_listing()
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         assert s.heap.exact and s.heap.gc_mode == fresh_core.gc
         ours = sorted((seg.start, seg.end) for seg in s.heap.segments)
         assert ours == sorted((seg["start"], seg["end"]) for seg in listing["segments"])
@@ -34,7 +35,7 @@ def test_segments_and_method_tables_equal_the_dacs(fresh_core):
 def test_objects_equal_the_dacs(fresh_core):
     """Every non-free object: the same addresses, MethodTables and SOS sizes, none more, none fewer."""
     dac = _dac_objects(fresh_core.dac_listing())
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         objects = list(s.objects())
         assert s.findings.count == 0
     ours = [(o.address, o.method_table, o.size) for o in objects]
@@ -51,7 +52,7 @@ def test_objects_equal_the_dacs(fresh_core):
 def test_strings_equal_the_dacs(fresh_core):
     """Every System.String: the same addresses, and the same UTF-16 bytes as GetObjectStringData."""
     dac = {int(a): v for a, v in fresh_core.dac_listing("--strings")["strings"].items()}
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         ours = {x.address: x.value.encode("utf-16-le", "surrogatepass").hex() for x in s.strings()}
     assert len(ours) == len(dac) > 900
     assert ours == dac
@@ -98,7 +99,7 @@ def test_field_descs_and_layouts_equal_the_dacs(fresh_core):
 
     listing = fresh_core.dac_listing("--names", "--fields")
     names = {int(mt): n for mt, n in listing["names"].items()}
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         s.method_tables_named("System.String")  # walks the heap: every MethodTable known
         compared = structs = 0
         for key, dac in listing["fields"].items():
@@ -133,7 +134,7 @@ def test_scan_keeps_to_the_gc_heap_of_a_python_host(python_host_core):
     listing = python_host_core.dac_listing("--strings")
     dac = {int(a): v for a, v in listing["strings"].items()}
     segments = [(seg["start"], seg["end"]) for seg in listing["segments"]]
-    with clrlayout.open(python_host_core.path, heap="scan") as s:
+    with open_session(python_host_core.path, heap="scan") as s:
         assert s.heap.bounds
         ours = {x.address: x.value.encode("utf-16-le", "surrogatepass").hex() for x in s.strings()}
         room = s.profile.object.min_object_size
@@ -143,7 +144,7 @@ def test_scan_keeps_to_the_gc_heap_of_a_python_host(python_host_core):
     inflight = {a for a in set(ours) - set(dac) if any(0 <= a - limit < room for limit in limits)}
     assert len(inflight) <= 1
     assert len(ours) - len(inflight) == len(dac) > 10000 and {a: v for a, v in ours.items() if a not in inflight} == dac
-    with clrlayout.open(python_host_core.path, heap="scan") as s:
+    with open_session(python_host_core.path, heap="scan") as s:
         s.heap.bounds = None
         unbounded = {x.address for x in s.strings()}
     false = unbounded - set(dac)
@@ -171,7 +172,7 @@ def _dac_heap(listing: dict, address: int) -> str:
 def test_every_object_is_on_the_heap_the_dac_says(fresh_core):
     """gen0, gen1, gen2 (regions, or the ephemeral segment's generation starts), loh, poh, frozen."""
     listing = fresh_core.dac_listing()
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         ours = {x.address: x.heap for x in s.strings()}
         by_object = {o.address: o.segment.generation(o.address) for o in s.objects()}
     assert {a: _dac_heap(listing, a) for a in by_object} == by_object

@@ -17,6 +17,7 @@ LAYERS = [
     {"objects"},
     {"analyses"},
     {"session", "parallel"},
+    {"model"},
     {"present"},
     {"cli", "trim", "live", "__main__"},
 ]

@@ -13,6 +13,7 @@ import pytest
 import clrlayout
 from clrlayout.cli import main
 from conftest import SAMPLES, manifest
+from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 
 def _memory(capsys, path, *extra) -> dict:
@@ -30,7 +31,7 @@ def test_kinds_add_up_to_the_dump(sample, capsys):
     assert sum(r["size"] for r in m["regions"]) == m["total_bytes"]
     assert sum(k["ranges"] for k in m["kinds"]) == len(m["regions"])
     # ranges do not overlap, and each lies in memory the dump holds
-    with clrlayout.open(sample.path) as s:
+    with open_session(sample.path) as s:
         space = s.dump.memory
         last = 0
         for r in m["regions"]:
@@ -110,7 +111,7 @@ def test_memory_info_list_agrees_with_the_dumps_memory(entry, capsys):
     committed region, every module's in a MEM_IMAGE one, the regions tile the address space without
     overlapping, and `memory` splits MEM_MAPPED bytes out as mapped-file."""
     path = SAMPLES / entry["file"]
-    with clrlayout.open(path) as s:
+    with open_session(path) as s:
         infos = sorted(s.dump.memory_info, key=lambda i: i.base)
         assert len(infos) > 100
         for a, b in zip(infos, infos[1:]):
@@ -159,7 +160,7 @@ def test_loader_heaps_are_the_dacs(fresh_core, capsys):
     assert len(held) > 10 and {b["kind"] for b in dac} >= {"LowFrequencyHeap", "HighFrequencyHeap", "StubHeap",
                                                             "LoaderCodeHeap"}
     m = _memory(capsys, fresh_core.path)
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         ours = {(b.start, b.size) for b in s.loader_heaps().blocks}
     assert held <= ours, sorted(held - ours)
     listed = {(b["address"], b["size"]) for b in dac}
@@ -195,7 +196,7 @@ def test_gc_bookkeeping_is_the_dacs(fresh_core, capsys):
     bookkeeping_start equal ISOSDacInterface13::GetGCBookkeepingMemoryRegions (.NET 8+; before, neither has
     them), and what the dump holds of them is runtime memory."""
     dac = fresh_core.dac_listing("--native-heaps")["gc_bookkeeping"]
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         ours = s.gc_bookkeeping()
     assert ours == [(r["start"], r["start"] + r["size"]) for r in dac]
     assert bool(ours) == (int(fresh_core.runtime.split(".")[0]) >= 8)
@@ -216,7 +217,7 @@ def test_gc_handle_tables_are_the_dacs(fresh_core, capsys):
     from clrlayout.heap.handletables import handle_table_segments
 
     dac = fresh_core.dac_listing("--native-heaps")["handle_tables"]
-    with clrlayout.open(fresh_core.path) as s:
+    with open_session(fresh_core.path) as s:
         ours = s.gc_handle_tables()
         slots = handle_table_segments(s.dump, s.heap.dac_vars)
         heaps = s.heap.heap_count

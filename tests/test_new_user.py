@@ -17,6 +17,7 @@ from conftest import SAMPLES
 
 import clrlayout
 from clrlayout.cli import main
+from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 X64 = SAMPLES / "strings.coreclr-3.1.23.win-x64.dmp"
 LINUX = SAMPLES / "strings.coreclr-3.1.23.linux-x64.core"
@@ -53,7 +54,7 @@ def test_strict_means_exact_and_complete(capsys, triage_core, tmp_path):
 
 
 def test_mt_of_a_char_array_is_refused(capsys):
-    with clrlayout.open(X64) as s:
+    with open_session(X64) as s:
         char_array = next(o.method_table for o in s.objects()
                           if o.type.kind == "array" and o.type.component_size == 2)
     code, out, err = run(capsys, "dump", X64, "--type", "System.String", "--mt", hex(char_array))

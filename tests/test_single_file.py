@@ -14,6 +14,7 @@ from clrlayout.analyses.typestats import TypeStats
 from clrlayout.types.bundle import ASSEMBLY, find_bundle
 from clrlayout.types.images import ManagedImages
 from conftest import SAMPLES, manifest
+from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 sys.path.insert(0, str(SAMPLES))
 
@@ -25,7 +26,7 @@ def _names(path, monkeypatch=None, source: str | None = None) -> dict[int, str |
             mp.setattr(ManagedImages, "_bundled_image", lambda self, address: None)
         elif source == "bundle":
             mp.setattr(ManagedImages, "_memory_image", lambda self, address: None)
-        with clrlayout.open(path) as s:
+        with open_session(path) as s:
             stats = TypeStats()
             for win in s.heap_steps().windows():
                 stats.add(win, s.mts)

@@ -12,10 +12,11 @@ from clrlayout.analyses.typestats import TypeStats
 from clrlayout.cli import main
 from clrlayout.present.typelayout import render
 from conftest import SAMPLES, manifest
+from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 
 def _heap_types(path) -> list[int]:
-    with clrlayout.open(path) as s:
+    with open_session(path) as s:
         stats = TypeStats()
         for win in s.heap_steps().windows():
             stats.add(win, s.mts)
@@ -27,9 +28,9 @@ def test_type_by_method_table_equals_type_by_name(entry):
     """Each in a session of its own, as the command runs: by MethodTable before anything walked the heap."""
     path = SAMPLES / entry["file"]
     mts = _heap_types(path)
-    with clrlayout.open(path) as s:
+    with open_session(path) as s:
         by_mt = {m: render(s, s.type_layout(m), "json") for m in mts}
-    with clrlayout.open(path) as s:
+    with open_session(path) as s:
         for m in mts:
             name = s.type_name(m)
             assert m in s.method_tables_named(name), name
@@ -40,7 +41,7 @@ def test_type_by_method_table_equals_type_by_name(entry):
 def test_struct_fields_found_by_method_table(capsys):
     """The command itself: a struct field's size is its struct's, never the room to the next field."""
     path = SAMPLES / "types.coreclr-8.0.4.win-x64.dmp"
-    with clrlayout.open(path) as s:
+    with open_session(path) as s:
         mt = s.method_tables_named("WithStructs")[0]
     outputs = []
     for arg in (f"{mt:#x}", "WithStructs"):
@@ -57,7 +58,7 @@ def test_string_type_is_laid_out_as_a_string(capsys, entry):
     path = SAMPLES / entry["file"]
     assert main(["type", str(path), "System.String", "-q"]) == 0
     table = capsys.readouterr().out
-    with clrlayout.open(path) as s:
+    with open_session(path) as s:
         version, arch = s.runtime.version, s.dump.arch
     assert main(["layout", "--length", "0", "--arch", arch, "--runtime", "coreclr", "--runtime-version", version]) == 0
     layout = capsys.readouterr().out
@@ -73,7 +74,7 @@ def test_string_type_is_laid_out_as_a_string(capsys, entry):
 def test_field_types_are_named_as_the_dac_names_types():
     path = SAMPLES / "types.coreclr-10.0.0.linux-x64.core"
     generic = 0
-    with clrlayout.open(path) as s:
+    with open_session(path) as s:
         for m in _heap_types(path):
             for f in s.type_layout(m).fields:
                 assert f.declaring_type in {s.type_name(x) for x in [m, *s.type_layout(m).parents]}

@@ -12,6 +12,7 @@ import struct
 
 import clrlayout
 from clrlayout.objects.instances import instance_layout
+from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 DYNAMIC = "Emitted."  # the types the target makes with Reflection.Emit: no image to name them from
 
@@ -54,7 +55,7 @@ def _layout_of(s, address: int, method_table: int):
 def test_every_field_equals_reflection(types_core):
     truth = types_core.truth
     checked = values = 0
-    with clrlayout.open(types_core.path) as s:
+    with open_session(types_core.path) as s:
         s.method_tables_named("System.String")  # learn the heap's types
         for o in truth["objects"]:
             address, method_table = int(o["address"], 16), int(o["method_table"], 16)
@@ -102,7 +103,7 @@ def test_every_field_equals_reflection(types_core):
 
 def test_object_at_any_address_inside_it(types_core):
     """object_at (the `object` command): every address of an object, header to padding, names that object."""
-    with clrlayout.open(types_core.path) as s:
+    with open_session(types_core.path) as s:
         h = s.profile.object.header_size
         for o in types_core.truth["objects"]:
             address = int(o["address"], 16)
@@ -128,7 +129,7 @@ def test_type_dump_and_object_commands(types_core, capsys):
     assert err == ""
     t = json.loads(out)
     assert t["method_table"] == padded["method_table"] and t["parents"][:2] == ["Padded", "System.Object"]
-    with clrlayout.open(types_core.path) as s:
+    with open_session(types_core.path) as s:
         lay = s.type_layout(int(t["method_table"], 16))
     assert [(f["name"], f["type"], f["declaring_type"]) for f in t["fields"]] == \
         [(f.name, f.type, f.declaring_type) for f in lay.fields]
@@ -168,7 +169,7 @@ def test_damaged_type_structures(types_core, tmp_path, capsys):
     from clrlayout.cli import main
 
     targets = []
-    with clrlayout.open(types_core.path) as s:
+    with open_session(types_core.path) as s:
         s.method_tables_named("System.String")
         for o in types_core.truth["objects"]:
             mt = int(o["method_table"], 16)
@@ -243,7 +244,7 @@ def test_struct_fields_have_the_dacs_method_tables(types_core):
     no object shows included (``Nullable<int>``, ``KeyValuePair<int, string>``: found in the loader heaps)."""
     listing = types_core.dac_listing("--names", "--fields")
     compared, generic = 0, set()
-    with clrlayout.open(types_core.path) as s:
+    with open_session(types_core.path) as s:
         s.method_tables_named("System.String")
         for key, dac in listing["fields"].items():
             mt = int(key)

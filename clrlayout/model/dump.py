@@ -1,0 +1,156 @@
+"""The front of the model: :func:`open` gives a :class:`Dump` (the file: format, architecture, OS, modules,
+memory), whose :class:`Runtime` (flavor, version, layout profile, types) has the :class:`~.heap.Heap`: the
+shape of ClrMD's ``DataTarget -> ClrRuntime -> ClrHeap``."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .heap import Heap
+from .types import ClrType
+
+
+@dataclass(frozen=True)
+class DumpInfo:
+    """What ``clrlayout info`` shows; :meth:`to_dict` is what ``info --format json`` prints."""
+
+    path: str
+    format: str  #: "minidump" | "elf-core"
+    os: str
+    os_version: str | None
+    arch: str  #: "x86" | "x64" | "arm64" | ...
+    pointer_size: int
+    process: dict  #: pid, name, threads
+    runtime: dict  #: flavor, version, where the version came from, the runtime module
+    profile: dict  #: the layout profile and its overrides
+    memory: dict  #: ranges and bytes the dump holds
+    other_streams: list  #: a minidump's streams of types not read
+    gc_heap: dict  #: how it was found, exact or not, segments
+    string_method_table: str | None
+    string_method_table_base_size: int | None
+    types: dict | None  #: the heap's MethodTables: how many, how many named, why the others are not
+    contract_descriptor: dict
+    warnings: list
+
+    @staticmethod
+    def of(data: dict) -> "DumpInfo":
+        names = {f.name for f in dataclasses.fields(DumpInfo)}
+        return DumpInfo(**{k: data.get(k) for k in names})
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+class Runtime:
+    """The .NET runtime of a dump: its flavor (coreclr, netfx, mono), version, layout profile, types and heap."""
+
+    def __init__(self, session):
+        self._session = session
+        self.heap = Heap(session)
+
+    @property
+    def flavor(self) -> str:
+        return self._session.runtime.flavor
+
+    @property
+    def version(self) -> str | None:
+        return self._session.runtime.version
+
+    @property
+    def profile(self) -> str:
+        """The name of the layout profile (``formats/``) the dump is read with."""
+        return self._session.profile.name
+
+    @property
+    def pointer_size(self) -> int:
+        return self._session.profile.pointer_size
+
+    def type(self, name_or_method_table: str | int) -> ClrType | None:
+        """The type named so (as the DAC or reflection prints it) among the heap's types, or of that
+        MethodTable; None when there is none."""
+        if isinstance(name_or_method_table, int):
+            return self.heap.type_of(name_or_method_table)
+        found = self._session.method_tables_named(name_or_method_table)
+        return self.heap.type_of(found[0]) if found else None
+
+    @property
+    def types(self) -> list[ClrType]:
+        """The types of the heap's objects (an exact walk learns them), Free included, by MethodTable."""
+        session = self._session
+        if not session.heap.exact:
+            return []
+        session.method_tables_named("System.Object")  # learns the heap's types
+        return [t for t in (self.heap.type_of(m) for m in sorted(session.mts.known())) if t is not None]
+
+
+class Dump:
+    """An open dump file.  Use as a context manager (it holds the file open)."""
+
+    def __init__(self, session):
+        self._session = session
+        self.runtime = Runtime(session)
+
+    def __enter__(self) -> "Dump":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._session.close()
+
+    @property
+    def path(self) -> str:
+        return self._session.dump.path
+
+    @property
+    def format(self) -> str:
+        return self._session.dump.format
+
+    @property
+    def arch(self) -> str:
+        return self._session.dump.arch
+
+    @property
+    def os(self) -> str:
+        return self._session.dump.os
+
+    @property
+    def pointer_size(self) -> int:
+        return self._session.dump.pointer_size
+
+    @property
+    def modules(self) -> list:
+        """The loaded modules (path, base, size, versions)."""
+        return list(self._session.dump.modules)
+
+    @property
+    def threads(self) -> list:
+        return list(self._session.dump.threads)
+
+    @property
+    def memory(self):
+        """The target's memory (:class:`~clrlayout.dump.addrspace.AddressSpace`: ``read``, ``try_read``, ...)."""
+        return self._session.dump.memory
+
+    @property
+    def info(self) -> DumpInfo:
+        return DumpInfo.of(self._session.info)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What qualifies the answers (a heuristic scan, memory the dump lacks), as the commands warn."""
+        return list(self._session.warnings)
+
+
+def open(path, *, method_table: int | None = None, profile: str | None = None, heap: str = "auto", limits=None,
+         assemblies=()) -> Dump:
+    """Open a dump (a Windows minidump or a Linux core).  ``method_table``: the String MethodTable where the
+    dump's own cannot be found; ``profile``: a layout profile by name (``coreclr-x64@3.1``); ``heap``: "auto",
+    "walk" (exact, or fail) or "scan"; ``assemblies``: folders to find assemblies in."""
+    from ..limits import DEFAULT_LIMITS
+    from ..session import open_session
+
+    return Dump(open_session(path, mt=method_table, profile=profile, heap=heap, limits=limits or DEFAULT_LIMITS,
+                             assemblies=list(assemblies)))

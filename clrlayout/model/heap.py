@@ -1,0 +1,109 @@
+"""The GC heap of the model: :class:`Heap` (segments, objects, strings, the object at an address) and
+:class:`HeapObject`, one class for every object (a string is an object whose type is System.String)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator
+
+from .types import ClrType
+
+if TYPE_CHECKING:
+    from ..heap.segments import Segment
+    from ..session import Session
+
+
+@dataclass
+class HeapObject:
+    """One object of the GC heap: where it is, its type, its sizes (SOS's, and what it takes on the heap),
+    its number of components (characters of a string, elements of an array) and the heap it is on."""
+
+    address: int  #: the object pointer (the address of its MethodTable pointer), as SOS prints it
+    type: ClrType
+    size: int  #: BaseSize + ComponentSize x count: SOS's size
+    aligned_size: int  #: the bytes it takes on the heap
+    count: int
+    generation: str  #: gen0, gen1, gen2, loh, poh or frozen
+    _heap: "Heap" = field(repr=False, compare=False, default=None)
+    _value: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def method_table(self) -> int:
+        return self.type.method_table
+
+    def as_string(self) -> str | None:
+        """A string's value (None for any other type)."""
+        if not self.type.is_string:
+            return None
+        if self._value is None:
+            self._value = self._heap._string_value(self)
+        return self._value
+
+    @property
+    def fields(self) -> dict:
+        """The values of the instance fields, by name (see :meth:`~clrlayout.model.types.ClrField.decode`):
+        what ``object`` prints, as Python values."""
+        space = self._heap._session.dump.memory
+        ptr = space.pointer_size
+        out = {}
+        for f in self.type.fields:
+            data = space.try_read(self.address + f.offset, f.size)
+            out[f.name] = None if data is None else f.decode(data, ptr)
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.type} at {self.address:#x}"
+
+
+class Heap:
+    """The GC heap of a dump: its segments, whether it is walked exactly (from the GC's own data) or found
+    by a checked scan (strings only), and its objects."""
+
+    def __init__(self, session: Session):
+        self._session = session
+        self._types: dict[int, ClrType] = {}
+
+    @property
+    def exact(self) -> bool:
+        return self._session.heap.exact
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._session.heap.segments)
+
+    def type_of(self, method_table: int) -> ClrType | None:
+        if method_table not in self._types:
+            self._types[method_table] = ClrType.of(self._session, method_table)
+        return self._types[method_table]
+
+    def _object(self, o) -> HeapObject:
+        return HeapObject(o.address, self.type_of(o.method_table), o.size, o.aligned_size, o.count,
+                          o.segment.generation(o.address), self)
+
+    def objects(self) -> Iterator[HeapObject]:
+        """Every object of the heap but free space, in heap order (exact walk only:
+        :class:`~clrlayout.errors.HeapNotFound` otherwise)."""
+        for o in self._session.objects():
+            yield self._object(o)
+
+    def strings(self) -> Iterator[HeapObject]:
+        """Every System.String, in heap order (found by a checked scan where the heap cannot be walked)."""
+        session = self._session
+        string_type = None
+        for s in session.strings():
+            if string_type is None:
+                string_type = self.type_of(s.method_table)
+            yield HeapObject(s.address, string_type, s.size, s.aligned_size, s.length, s.heap, self, s.value)
+
+    def object_at(self, address: int) -> HeapObject | None:
+        """The object whose bytes (header to padding) hold ``address`` (None: none does, or it is free space)."""
+        o = self._session.object_at(address)
+        return None if o is None or o.is_free else self._object(o)
+
+    def _string_value(self, obj: HeapObject) -> str | None:
+        from ..findings import Findings
+        from ..objects.strings import read_strings
+
+        got = read_strings(self._session.dump.memory, self._session.profile, [obj.address],
+                           obj.generation in ("loh", "poh"), Findings(0))
+        return got[0].value if got else None
