@@ -19,7 +19,9 @@ LAYERS = [
     {"session", "parallel"},
     {"model"},
     {"present"},
-    {"cli", "trim", "live", "__main__"},
+    {"trim", "live"},
+    {"commands"},
+    {"cli", "__main__"},
 ]
 
 

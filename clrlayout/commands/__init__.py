@@ -1,0 +1,15 @@
+"""The commands of ``clrlayout``, one module each: its options, the model it asks, the presenter that writes the
+answer.  :mod:`clrlayout.cli` adds them to the group."""
+
+from .dump import dump
+from .info import info
+from .layout import layout
+from .live import live
+from .memory import memory
+from .object import object_
+from .stats import stats
+from .trim import trim
+from .type import type_
+
+#: in the order ``clrlayout --help`` lists them (alphabetical, as click sorts them)
+COMMANDS = [info, dump, memory, object_, type_, stats, trim, layout, live]

@@ -1,0 +1,280 @@
+"""What the commands share: the output and warning writers, the shared options and filters, opening a dump,
+what qualifies an answer (before and after it), and the messages for a type or MethodTable not found."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from ..errors import (NotExact, OutputError, TypeNotFound, UnsupportedType,
+                      UsageError)
+from ..limits import limits_from_env
+
+
+STRING_TYPES = {"System.String", "string", "String"}
+
+
+class Address(click.ParamType):
+    """An address: ``0x…`` hex, or a hex string as WinDbg prints it (backticks allowed)."""
+
+    name = "address"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).replace("`", "").strip().lower()
+        try:
+            return int(text, 16)  # WinDbg and SOS print addresses in hex, with or without 0x
+        except ValueError:
+            self.fail(f"{value!r} is not a hexadecimal address", param, ctx)
+
+
+ADDRESS = Address()
+
+
+def out(line: str = "") -> None:
+    try:
+        click.echo(line)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(f"cannot write the output: {e.strerror or e}") from None
+
+
+def warn(message: str) -> None:
+    click.echo(f"clrlayout: warning: {message}", err=True)
+
+
+jobs_option = click.option(
+    "--jobs", type=click.IntRange(min=1, max=64), default=None,
+    help="Processes that share the heap walk (default: one per core available and per 64 MB of heap, so 1 "
+         "for heaps under 128 MB). The results are the same either way.")
+
+
+mt_option = click.option("--mt", type=ADDRESS, default=None,
+                         help="Only the objects of this MethodTable (SOS -mt). A System.String MethodTable also "
+                              "serves as the String MethodTable where the dump's cannot be found.")
+
+
+profile_option = click.option("--profile", "profile", default=None, metavar="NAME[@VERSION]",
+                              help="Use this layout profile (a file name in formats/, e.g. coreclr-x64@3.1).")
+
+
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+
+
+heap_option = click.option("--heap", "heap", type=click.Choice(["auto", "walk", "scan"]), default="auto",
+                           show_default=True,
+                           help="walk: exact heap walk from the GC's own data (fail if impossible); scan: checked "
+                                "object scan; auto: walk when possible.")
+
+
+def _regex(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return re.compile(value)
+    except re.error as e:
+        raise click.BadParameter(f"not a valid regular expression: {e}") from None
+
+
+def _generations(ctx, param, value):
+    """--gen 0,1,2,loh,poh,frozen (3 and 4 as SOS numbers the LOH and the POH) -> heap codes."""
+    if not value:
+        return None
+    from ..heap.segments import HEAP_CODES
+
+    names = {"0": "gen0", "1": "gen1", "2": "gen2", "3": "loh", "4": "poh"}
+    codes = set()
+    for item in value.split(","):
+        name = names.get(item.strip().lower(), item.strip().lower())
+        name = name if name in HEAP_CODES else "gen" + name if "gen" + name in HEAP_CODES else name
+        if name not in HEAP_CODES or name == "soh":
+            raise click.BadParameter(f"{item!r}: give 0, 1, 2, loh, poh or frozen")
+        codes.add(HEAP_CODES[name])
+    return frozenset(codes)
+
+
+def filter_options(f):
+    """--min-length, --max-length, --min-size, --max-size, --gen, --contains, --regex, --address-range:
+    they compose (AND)."""
+    f = click.option("--address-range", nargs=2, type=ADDRESS, default=None, metavar="START END",
+                     help="Only objects at START <= address < END.")(f)
+    f = click.option("--gen", "generations", callback=_generations, default=None, metavar="LIST",
+                     help="Only objects on these heaps: 0, 1, 2, loh (3), poh (4), frozen (SOS -gen); a comma "
+                          "list.")(f)
+    f = click.option("--max-size", type=click.IntRange(min=0), default=None,
+                     help="Only objects of at most N bytes (SOS size, as -max).")(f)
+    f = click.option("--min-size", type=click.IntRange(min=0), default=None,
+                     help="Only objects of at least N bytes (SOS size, as -min).")(f)
+    f = click.option("--regex", callback=_regex, default=None, metavar="RE",
+                     help="Only strings whose full value matches RE (Python syntax, searched anywhere).")(f)
+    f = click.option("--contains", default=None, metavar="TEXT", help="Only strings whose value contains TEXT.")(f)
+    f = click.option("--max-length", type=click.IntRange(min=0), default=None, help="Only strings of at most N characters.")(f)
+    f = click.option("--min-length", type=click.IntRange(min=0), default=None, help="Only strings of at least N characters.")(f)
+    return f
+
+
+def scan_options(f):
+    """What every command that scans a dump takes: --strict, the filters, --mt, --profile, --heap, -q."""
+    for option in (quiet_option, heap_option, profile_option, mt_option, filter_options,
+                   click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")):
+        f = option(f)
+    return f
+
+
+def _open(file, mt, profile, heap, assemblies=()):
+    from ..session import open_session
+
+    return open_session(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env(),
+                        assemblies=list(assemblies))
+
+
+assemblies_option = click.option(
+    "--assemblies", "assemblies", multiple=True, type=click.Path(file_okay=False, exists=True),
+    help="A directory to find assemblies in when they are not at the paths the dump names (for type names, "
+         "and the runtime's own file for its contract descriptor; may be given more than once).")
+
+
+def make_filter(min_length, max_length, contains, regex, address_range, min_size=None, max_size=None,
+                generations=None):
+    from ..analyses.filters import StringFilter
+
+    if min_length is not None and max_length is not None and min_length > max_length:
+        raise UsageError(f"--min-length {min_length} is more than --max-length {max_length}: nothing can match")
+    if min_size is not None and max_size is not None and min_size > max_size:
+        raise UsageError(f"--min-size {min_size} is more than --max-size {max_size}: nothing can match")
+    if address_range and address_range[1] <= address_range[0]:
+        raise UsageError(f"--address-range {address_range[0]:#x} {address_range[1]:#x}: the end is not above "
+                         f"the start")
+    return StringFilter(min_length, max_length, contains, regex, tuple(address_range) if address_range else None,
+                        min_size, max_size, generations)
+
+
+def _type_check(type_name: str) -> None:
+    if type_name not in STRING_TYPES:
+        raise UnsupportedType(f"--type {type_name}: only System.String is supported")
+
+
+def _preamble(session, quiet: bool) -> None:
+    """What qualifies the whole answer (a heuristic scan, a truncated file, memory the dump lacks), on
+    stderr before the answer: on a big dump the listing would bury it."""
+    if not quiet:
+        for w in session.warnings:
+            warn(w)
+    session.warned = len(session.warnings)
+
+
+def _report(session, quiet: bool, strict: bool = False) -> None:
+    """After the answer: what the walk found (heap anomalies, each at its address) and any warning that came
+    up since the preamble.  Under --strict, an answer that is not exact and complete is an error."""
+    if not quiet:
+        for w in session.warnings[getattr(session, "warned", 0):]:
+            warn(w)
+        f = session.findings
+        for item in f:
+            warn(str(item))
+        if f.count > len(f.items):
+            warn(f"... and {f.count - len(f.items)} more findings")
+    if strict:
+        problems = session.problems()
+        if problems:
+            raise NotExact("not exact and complete (--strict): " + "; ".join(problems))
+
+
+EXIT_CODES = ("Exit codes: 0 ok; 1 an answer not exact and complete under --strict, or a failed live check; "
+              "2 usage; 3 unreadable, "
+              "truncated or unsupported dump; 4 no .NET runtime, GC heap or System.String type found; 5 bad "
+              "layout profile; 6 output not written; 7 live runtime not installed; 70 a bug in clrlayout.")
+
+
+def _no_objects_of(a, mt: int, asked: str, also: str = "") -> TypeNotFound:
+    """--mt MT found nothing: either the dump holds no MethodTable there, or no object has it."""
+    if a.mts.get(mt) is None:
+        return TypeNotFound(f"--mt {mt:#x}: no MethodTable in the dump there")
+    return TypeNotFound(f"{asked}: no object of this MethodTable{also} on the heap")
+
+
+def _csv_field(value: str) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow([value])
+    return buf.getvalue()
+
+
+def _object_layout(a, obj, full: bool):
+    """The rows and bytes of one object of any type (strings included)."""
+    from ..objects.instances import instance_layout
+
+    h = a.profile.object.header_size
+    data = a.dump.memory.read(obj.address - h, obj.aligned_size)
+    if obj.method_table == a.mts.string_mt:  # a string: its own rows (length, characters, terminator)
+        from ..findings import Findings
+        from ..objects.layout import string_layout
+        from ..objects.strings import read_strings
+
+        s = read_strings(a.dump.memory, a.profile, [obj.address], obj.segment.large, Findings(0))
+        if s:
+            return string_layout(a.profile, s[0].length, s[0], data, obj.segment.large,
+                                 max_value_chars=None if full else 60)
+    element = a.array_element(obj.method_table) if obj.type.component_size else None
+    referent = (lambda address: a.referent(address, None)) if full else a.referent
+    return instance_layout(a.profile, a.type_layout(obj.method_table), obj.address, data, obj.size, obj.aligned_size,
+                           obj.count, element, referent, obj.segment.large, max_elements=None if full else 16)
+
+
+def _print_object_layout(a, obj, heap_name: str, fmt: str, full: bool, lay=None) -> None:
+    from ..present import hexview, jsonout, text
+
+    lay_type = a.type_layout(obj.method_table)
+    lay = lay or _object_layout(a, obj, full)
+    if fmt == "jsonl":
+        out(jsonout.dumps({**jsonout.object_record(obj, heap_name), "layout": jsonout.layout_record(lay),
+                           **({"problems": list(lay_type.problems)} if lay_type.problems else {})}))
+        return
+    name = obj.type_name or f"<unknown type, MT {obj.method_table:#x}>"
+    title = (f"{name} at {obj.address:#x} (MethodTable {obj.method_table:#x}, {a.runtime.flavor} "
+             f"{a.runtime.version or '?'} {a.dump.arch}, {heap_name}):")
+    for line in text.layout_table(lay, title):
+        out(line)
+    for problem in lay_type.problems:
+        out(f"  (incomplete: {problem})")
+    out()
+    for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
+        out(line)
+    out()
+
+
+def _progress(a, enabled: bool, rows_to=None):
+    from ..present.progress import ScanProgress
+
+    return ScanProgress(sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes, enabled, rows_to)
+
+
+def make_object_filter(min_size, max_size, generations, address_range, mt):
+    from ..analyses.filters import ObjectFilter
+
+    make_filter(None, None, None, None, address_range, min_size, max_size)  # the same checks as for strings
+    return ObjectFilter(tuple(address_range) if address_range else None, min_size, max_size, generations, mt)
+
+
+def _named(a, method_tables, type_name: str, exact: bool) -> bool:
+    """Whether one of ``method_tables`` has a name (as the DAC or reflection prints it) that is ``type_name``
+    (``exact``) or contains it."""
+    return any(a.is_named(mt, type_name, exact) for mt in method_tables)
+
+
+def _type_not_found(a, type_name: str, exact: bool) -> TypeNotFound:
+    """No object on the heap has a type of that name."""
+    flag = f"--type {type_name}" + (" --exact" if exact else "")
+    if a.method_tables_named(type_name):  # a parent, element or argument type of the heap's
+        return TypeNotFound(f"{flag}: no object of this type on the heap (the type is there as another's "
+                            f"parent, element or argument: `clrlayout type` shows its layout)")
+    key = type_name.split("[")[0].split("`")[0].split(".")[-1]  # List`1[System.Int32] -> List
+    similar = a.type_names_containing(key) if key else []
+    return TypeNotFound(f"{flag}: no type " + ("of that name" if exact else "whose name contains it")
+                        + " on the heap" + (f" (names like it: {'; '.join(similar)})" if similar else
+                                            " (stats lists the heap's types)"))

@@ -1,0 +1,181 @@
+"""``clrlayout dump``: every object of a type (SOS ``!dumpheap -type`` + ``!DumpObj``), optionally with its layout."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import numpy as np
+
+from ..errors import TypeNotFound, UsageError
+from .common import (STRING_TYPES, out, jobs_option, scan_options, _open, assemblies_option, make_filter, _preamble,
+                     _report, _no_objects_of, _csv_field, _print_object_layout, _progress, make_object_filter,
+                     _type_not_found)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--type", "type_name", default="System.String", show_default=True,
+              help="The types to list: every type whose name contains TEXT, as SOS -type (as the DAC or as "
+                   "reflection prints it; --exact: the whole name).")
+@click.option("--exact", is_flag=True, help="--type is a whole type name, not a part of one.")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="Stop after N objects.")
+@click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
+@click.option("--full", is_flag=True, help="Whole values in the table (not cut at 80 characters) and the whole hex "
+              "dump with --layout (not cut at 64 lines).")
+@jobs_option
+@assemblies_option
+@scan_options
+def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, strict, min_length, max_length,
+         min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
+    """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
+    from .. import parallel
+    from ..present import batchlines, text
+
+    if layout and fmt == "csv":
+        raise UsageError("--layout has no CSV form: use --format table or jsonl")
+    by_mt = None  # --mt of a type other than System.String: the objects of that MethodTable (SOS -mt)
+    if mt is not None and type_name in STRING_TYPES and \
+            click.get_current_context().get_parameter_source("type_name") is click.core.ParameterSource.DEFAULT:
+        with _open(file, None, profile, heap) as a:
+            if not a.is_string_method_table(mt):
+                by_mt, type_name = mt, None
+    elif mt is not None and type_name not in STRING_TYPES:
+        by_mt = mt
+    if type_name not in STRING_TYPES:
+        string_only = [n for n, v in (("--min-length", min_length), ("--max-length", max_length),
+                                      ("--contains", contains), ("--regex", regex)) if v is not None]
+        if string_only:
+            raise UsageError(f"{', '.join(string_only)}: only for System.String, not --type {type_name}")
+        return _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict,
+                             make_object_filter(min_size, max_size, generations, address_range, None), by_mt,
+                             profile, heap, quiet)
+    selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
+    with _open(file, mt, profile, heap) as a:
+        ptr = a.profile.pointer_size
+        a.string_method_table()
+        _preamble(a, quiet)
+        if fmt == "table" and not layout:
+            out(text.dumpheap_header(ptr))
+        if fmt == "csv":
+            out(batchlines.CSV_HEADER)
+        render = batchlines.renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT,
+                                     heap_bytes=sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes)
+        progress = _progress(a, enabled=fmt == "table", rows_to=sys.stdout)
+        if not layout and limit is None and a.windowed:
+            def render_window(win):
+                step = parallel.StepOutput()
+                chunks = []
+                for batch in a.window_batches(win):
+                    batch = selected.apply(batch)
+                    if len(batch):
+                        step.count += len(batch)
+                        step.size += int(batch.sizes.sum())
+                        step.aligned += int(batch.aligned_sizes.sum())
+                        chunks += render(batch)
+                step.data = chunks
+                return step
+
+            sys.stdout.flush()
+            count, size, aligned = parallel.run_steps(a, render_window, share=parallel.can_share(a, jobs),
+                                                      progress=progress.advance, on_found=progress.found)
+        else:
+            count = size = aligned = 0
+            for batch in a.iter_batches(progress.advance):
+                progress.found(len(batch))
+                batch = selected.apply(batch)
+                if limit is not None and count + len(batch) > limit:
+                    batch = batch.select(np.arange(len(batch)) < limit - count)
+                if not len(batch):
+                    if limit is not None and count >= limit:
+                        break
+                    continue
+                count += len(batch)
+                size += int(batch.sizes.sum())
+                aligned += int(batch.aligned_sizes.sum())
+                if layout:
+                    for s in batch.objects():
+                        _print_layout(a, s, fmt, full)
+                else:
+                    sys.stdout.flush()
+                    parallel.write_out(render(batch))  # a list of bytes
+        progress.close()
+        if fmt == "table":
+            out(text.total_line(count, size, aligned))
+        _report(a, quiet, strict)
+
+
+def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict, selected, mt, profile,
+                  heap, quiet):
+    """dump --type NAME (a type other than System.String: every type whose name contains it, or is it with
+    ``exact``) and/or --mt MT (a MethodTable other than String's): Address, MT, Size and the name (!dumpheap
+    -type / -mt), each object's JOL layout with --layout; ``selected``: the objects the other filters keep."""
+    from ..present import jsonout, text
+
+    asked = " ".join(([f"--type {type_name}"] if type_name else []) + ([f"--mt {mt:#x}"] if mt is not None else []))
+    with _open(file, None, profile, heap, assemblies) as a:
+        a.require_exact(asked)
+        _preamble(a, quiet)
+        ptr = a.profile.pointer_size
+        count = size = aligned = 0
+        found = False
+        for obj in a.objects_named(type_name, mt, exact=exact):
+            if not found:  # the header once the type is known to be there
+                found = True
+                if fmt == "table" and not layout:
+                    out(text.objects_header(ptr))
+                if fmt == "csv":
+                    out("address,method_table,size,aligned_size,length,heap,type")
+            if not selected.accepts(obj):
+                continue
+            if limit is not None and count >= limit:
+                break
+            heap_name = obj.segment.generation(obj.address)
+            count += 1
+            size += obj.size
+            aligned += obj.aligned_size
+            if layout:
+                _print_object_layout(a, obj, heap_name, fmt, full)
+            elif fmt == "table":
+                out(text.object_line(obj, ptr))
+            elif fmt == "jsonl":
+                out(jsonout.dumps(jsonout.object_record(obj, heap_name)))
+            else:
+                out(",".join([f"{obj.address:#x}", f"{obj.method_table:#x}", str(obj.size), str(obj.aligned_size),
+                              str(obj.count) if obj.type.component_size else "", heap_name,
+                              _csv_field(jsonout.csv_value(obj.type_name or ""))]))
+        if not found and mt is not None:
+            if type_name and a.mts.get(mt) is not None and not a.is_named(mt, type_name, exact):
+                raise TypeNotFound(f"--mt {mt:#x} is {a.type_name(mt) or 'a type without a name'}, not a type "
+                                   f"{'named' if exact else 'whose name contains'} {type_name!r} (--type)")
+            raise _no_objects_of(a, mt, asked)
+        if not found:
+            raise _type_not_found(a, type_name, exact)
+        if fmt == "table":
+            out(text.total_line(count, size, aligned, noun=("object", "objects")))
+        _report(a, quiet, strict)
+
+
+def _print_layout(a, s, fmt: str = "table", full: bool = False) -> None:
+    from ..objects.layout import string_layout
+    from ..present import hexview, text
+    from ..objects.strings import object_span
+
+    start, span = object_span(a.profile, s.address, s.length, s.large)
+    data = a.dump.memory.read(start, span)
+    if fmt == "jsonl":
+        from ..present.jsonout import dumps, layout_record, string_record
+
+        lay = string_layout(a.profile, s.length, s, data, s.large)
+        out(dumps({**string_record(s), "layout": layout_record(lay)}))
+        return
+    lay = string_layout(a.profile, s.length, s, data, s.large, max_value_chars=None if full else 60)
+    title = (f"System.String at {s.address:#x} (MethodTable {s.method_table:#x}, "
+             f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {s.heap}):")
+    for line in text.layout_table(lay, title):
+        out(line)
+    out()
+    for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
+        out(line)
+    out()

@@ -1,0 +1,33 @@
+"""``clrlayout info``: what the dump holds (format, architecture, runtime, GC heap, String MethodTable, types)."""
+
+from __future__ import annotations
+
+import click
+
+from .common import (out, mt_option, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble,
+                     _report)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@mt_option
+@profile_option
+@heap_option
+@assemblies_option
+@quiet_option
+def info(file, fmt, mt, profile, heap, assemblies, quiet):
+    """What the dump holds: format, architecture, runtime, GC heap, String MethodTable, the heap's types."""
+    from ..present import info as present
+
+    with _open(file, mt, profile, heap, assemblies) as a:
+        data = a.info
+        _preamble(a, quiet)
+        if fmt == "json":
+            from ..present.jsonout import dumps
+
+            out(dumps(data))
+        else:
+            for line in present.info_lines(data):
+                out(line)
+        _report(a, quiet)

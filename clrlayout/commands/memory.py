@@ -1,0 +1,46 @@
+"""``clrlayout memory``: where the memory went (``!address -summary`` + ``!eeheap -gc``)."""
+
+from __future__ import annotations
+
+import click
+
+from .common import out, jobs_option, profile_option, quiet_option, heap_option, _open, _preamble, _report, _progress
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--ranges", "with_ranges", is_flag=True, help="Also list every range: start, size, kind, owner.")
+@jobs_option
+@quiet_option
+@heap_option
+@profile_option
+def memory(file, fmt, with_ranges, jobs, quiet, heap, profile):
+    """Where the memory went (!address -summary + !eeheap -gc): every byte of the dump by kind (GC heap,
+    stacks, images, the runtime's loader heaps, mapped files, native), the address space by state, type and
+    protection (minidumps), and the GC heap's object and free bytes per heap and generation."""
+    from .. import parallel
+    from ..analyses import memory as analysis
+    from ..present import memory as present
+
+    with _open(file, None, profile, heap) as a:
+        _preamble(a, quiet)
+        heaps, bookkeeping, handles = a.loader_heaps(), a.gc_bookkeeping(), a.gc_handle_tables()
+        pieces = analysis.paint(list(a.dump.memory.iter_runs()), analysis.claims(a, heaps, bookkeeping, handles))
+        gc = None
+        if a.heap.exact and a.profile.method_table is not None:
+            gc = analysis.GcFigures()
+
+            def collect(win):
+                return parallel.StepOutput(extra=analysis.gc_window(win, a.mts))
+
+            a.string_method_table()
+            with _progress(a, enabled=fmt == "table") as progress:
+                parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+                                   progress=progress.advance, on_found=progress.found, absorb=gc.merge)
+            gc.segments = analysis.segment_figures(a.heap.segments)
+        mm = analysis.MemoryMap(a.dump.memory.total_bytes, pieces, gc, analysis.address_space(a.dump.memory_info),
+                                heaps, bookkeeping, handles)
+        for line in present.render(mm, fmt, with_ranges, a.profile.pointer_size):
+            out(line)
+        _report(a, quiet)

@@ -1,0 +1,143 @@
+"""``clrlayout stats``: heap statistics by type (``!dumpheap -stat``), or the string statistics and duplicates."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import TypeNotFound, UsageError
+from .common import (STRING_TYPES, out, warn, jobs_option, scan_options, _open, assemblies_option, make_filter,
+                     _preamble, _report, _no_objects_of, _progress, make_object_filter, _named, _type_not_found)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--type", "type_name", default=None,
+              help="System.String: the string statistics; other TEXT: only types whose name contains it, as SOS "
+                   "-type (default: every type, as !dumpheap -stat).")
+@click.option("--exact", is_flag=True, help="--type is a whole type name, not a part of one.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("--sort", type=click.Choice(["size", "count", "name"]), default=None,
+              help="The order of the type rows: size (SOS's order: total size, smallest first; the default), "
+                   "count, or name.")
+@click.option("--duplicates", is_flag=True,
+              help="With --type System.String: list values that occur more than once, by wasted bytes.")
+@click.option("--top", type=click.IntRange(min=0), default=None,
+              help="By type: only the N types with the most bytes (the most objects with --sort count, the first "
+                   "N names with --sort name). With --duplicates: how many duplicated values to list (default 20; "
+                   "0: all). Totals always count all.")
+@jobs_option
+@assemblies_option
+@scan_options
+def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, strict, min_length, max_length,
+          min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
+    """Heap statistics by type (!dumpheap -stat); with --type System.String, totals, where the bytes go,
+    length histogram and largest strings, or exact duplicates and their waste."""
+    from ..present import stats as present
+    from ..analyses.stats import DuplicateCollector
+
+    string_only = [name for name, v in (("--min-length", min_length), ("--max-length", max_length),
+                                        ("--contains", contains), ("--regex", regex),
+                                        ("--duplicates", duplicates or None)) if v is not None]
+    if type_name not in STRING_TYPES:
+        if string_only:
+            raise UsageError(f"{', '.join(string_only)}: only for strings (add --type System.String)"
+                             + ("" if type_name is None else f", not --type {type_name}"))
+        if exact and type_name is None:
+            raise UsageError("--exact: give the type's name with --type")
+        return _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict,
+                           make_object_filter(min_size, max_size, generations, address_range, mt), profile, heap,
+                           quiet)
+    if sort is not None:
+        raise UsageError("--sort orders the rows of the statistics by type; the string statistics have none")
+    if top is not None and not duplicates:
+        raise UsageError("--top with --type System.String limits the duplicated values: add --duplicates")
+    selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
+    with _open(file, mt, profile, heap) as a:
+        a.string_method_table()
+        _preamble(a, quiet)
+        dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
+        try:
+            result, found = _collect_stats(a, jobs, fmt, selected, dups)
+        finally:
+            if dups is not None:
+                dups.close()
+        for line in present.render(a, result, found, fmt, 20 if top is None else top):
+            out(line)
+        _report(a, quiet, strict)
+
+
+def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict, selected, profile, heap, quiet):
+    """!dumpheap -stat: count and bytes per MethodTable of the objects ``selected`` accepts, with names from
+    metadata, of the types whose name contains ``type_name`` (or is it, ``exact``)."""
+    from .. import parallel
+    from ..analyses.typestats import TypeStats, top_rows
+    from ..present import typestats as present
+
+    with _open(file, None, profile, heap, assemblies) as a:
+        a.require_exact("statistics by type")
+        _preamble(a, quiet)
+        result = TypeStats()
+
+        def collect(win):
+            part = TypeStats()
+            part.add(win, a.mts, selected)
+            return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
+
+        with _progress(a, enabled=fmt == "table") as progress:
+            parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+                               progress=progress.advance, on_found=progress.found, absorb=result.merge)
+        if type_name is not None and not _named(a, result.seen, type_name, exact):
+            raise _type_not_found(a, type_name, exact)
+        mt = selected.method_table
+        if mt is not None and mt not in result.seen:
+            raise _no_objects_of(a, mt, f"--mt {mt:#x}")
+        if mt is not None and type_name is not None and not _named(a, [mt], type_name, exact):
+            raise TypeNotFound(f"--mt {mt:#x} is {a.type_name(mt) or 'a type without a name'}, not a type "
+                               f"{'named' if exact else 'whose name contains'} {type_name!r} (--type)")
+        rows = result.rows(a.type_name, type_name, exact, sort or "size")
+        for line in present.render(a, rows, fmt, top_rows(rows, top, sort or "size")):
+            out(line)
+        unnamed = a.why_unnamed(result.totals) if a.profile.method_table is not None else {}
+        if unnamed and not quiet:
+            from ..present.info import reasons
+
+            n = sum(unnamed.values())
+            warn(f"{n:,} {'type has' if n == 1 else 'types have'} no name ({reasons(unnamed)})")
+        _report(a, quiet, strict)
+
+
+def _collect_stats(a, jobs, fmt, selected, dups):
+    """The statistics (and, into ``dups``, the duplicates) of every string that passes the filters."""
+    from ..analyses.stats import DuplicateCollector, StatsCollector
+
+    servers = a.heap.heap_count if a.heap.gc_mode == "server" and a.heap.exact else 0
+    collector = StatsCollector(a.profile, top=10, gc_heaps=servers)
+    with _progress(a, enabled=fmt == "table") as progress:
+        if a.windowed:
+            from .. import parallel
+
+            def collect(win):  # one step's statistics, merged in heap order by absorb
+                part = StatsCollector(a.profile, top=10, gc_heaps=servers)
+                dpart = DuplicateCollector(a.profile, None) if dups is not None else None
+                for batch in a.window_batches(win):
+                    batch = selected.apply(batch)
+                    part.add(batch)
+                    if dpart is not None:
+                        dpart.add(batch)
+                return parallel.StepOutput(count=part.count, extra=(part, dpart))
+
+            def absorb(extra):
+                collector.merge(extra[0])
+                if dups is not None:
+                    dups.merge(extra[1])
+
+            parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+                               progress=progress.advance, on_found=progress.found, absorb=absorb)
+        else:
+            for batch in a.iter_batches(progress.advance):
+                progress.found(len(batch))
+                batch = selected.apply(batch)
+                collector.add(batch)
+                if dups is not None:
+                    dups.add(batch)
+    return collector.finish(), (dups.finish() if dups is not None else None)

@@ -1,0 +1,51 @@
+"""``clrlayout type``: the layout of a type without an instance (``!dumpmt`` + JOL's class layout)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import TypeNotFound, UnsupportedType
+from .common import (ADDRESS, out, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble,
+                     _report)
+
+
+@click.command("type")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("name")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@assemblies_option
+@quiet_option
+@heap_option
+@profile_option
+def type_(file, name, fmt, assemblies, quiet, heap, profile):
+    """The layout of a type without an instance (!dumpmt + JOL's class layout): NAME as the DAC prints it
+    (or as reflection does), or a MethodTable address."""
+    from ..present import typelayout
+
+    with _open(file, None, profile, heap, assemblies) as a:
+        if a.profile.method_table is None:
+            raise UnsupportedType("type: Mono dumps have MonoVTables, whose classes are not read")
+        try:
+            address = ADDRESS.convert(name, None, None)
+        except click.BadParameter:
+            address = None
+        if address is not None and a.mts.get(address) is not None:
+            mts = [address]
+        else:
+            mts = a.method_tables_named(name) if a.heap.exact else []
+            if not mts and address is not None and (name.lower().startswith("0x") or any(c.isdigit() for c in name)):
+                held = a.dump.memory.try_read(address, 1) is not None
+                raise TypeNotFound(f"type {name}: no MethodTable in the dump at {address:#x}"
+                                   + ("" if held else " (the dump holds no memory there)"))
+            if not mts:
+                similar = a.type_names_containing(name) if a.heap.exact else []
+                raise TypeNotFound(f"type {name}: no type of that name among the heap's types"
+                                   + (f" (names that contain it: {'; '.join(similar)})" if similar else "")
+                                   + ("" if a.heap.exact else " (no exact heap walk: give a MethodTable address)"))
+        _preamble(a, quiet)
+        for i, mt in enumerate(mts):
+            if i:
+                out()
+            for line in typelayout.render(a, a.type_layout(mt), fmt):
+                out(line)
+        _report(a, quiet)
