@@ -136,6 +136,13 @@ class TypeNotFound(ClrLayoutError):
     exit_code = ExitCode.NO_RUNTIME
 
 
+class RootsNotFound(ClrLayoutError):
+    """A kind of roots that an answer needs cannot be read from this dump."""
+
+    code = "roots-not-found"
+    exit_code = ExitCode.NO_RUNTIME
+
+
 class UnsupportedType(ClrLayoutError):
     code = "unsupported-type"
     exit_code = ExitCode.USAGE

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from .dump import Dump, open_dump
-from .errors import ClrLayoutError, HeapNotFound, RuntimeNotFound, TruncatedDump, TypeNotFound, UsageError
+from .errors import (ClrLayoutError, HeapNotFound, RootsNotFound, RuntimeNotFound, TruncatedDump, TypeNotFound,
+                     UsageError)
 from .findings import FindingKind, Findings
 from .heap.scan import iter_string_addresses, learn_string_method_table
 from .heap.segments import GcHeap, find_gc_heap
@@ -408,6 +409,33 @@ class Session:
         from .heap.handletables import handle_table_segments
 
         return [(lo, hi) for lo, hi, _ in handle_table_segments(self.dump, self.heap.dac_vars)]
+
+    def object_graph(self, kinds=("handles", "finalizer", "stacks")):
+        """The heap's object graph with the roots of ``kinds`` (:class:`~clrlayout.graph.objectgraph.ObjectGraph`:
+        references, reachability, dominators), built once per set of kinds (exact walk only)."""
+        from .graph.build import build_graph
+        from .graph.objectgraph import ObjectGraph
+        from .graph.roots import find_roots
+
+        self.require_exact("the object graph")
+        key = tuple(sorted(kinds))
+        cache = self.__dict__.setdefault("_graphs", {})
+        if key not in cache:
+            if "_heap_graph" not in self.__dict__:
+                self.string_method_table()
+                self._heap_graph = build_graph(self.heap_steps().windows(), self.mts, self.dump.memory)
+                if self._heap_graph.bad_count:
+                    self.warnings.append(f"{self._heap_graph.bad_count:,} references point neither to null nor to "
+                                         "the start of an object (heap corruption, or memory the dump lacks); they "
+                                         "are left out of the graph")
+            roots = find_roots(self.dump, self.heap.dac_vars, self._heap_graph, key)
+            if roots.problems:  # an answer without a kind of roots asked for would call live objects dead
+                others = ",".join(k for k in ("handles", "finalizer", "stacks")
+                                  if k in key and not any(p.startswith(k[:6]) for p in roots.problems))
+                raise self._because(RootsNotFound("; ".join(roots.problems) + (
+                    f" (the other roots: --roots {others})" if others else "")))
+            cache[key] = ObjectGraph(self._heap_graph, roots, key)
+        return cache[key]
 
     def type_layout(self, method_table: int):
         """The field layout of the type of a MethodTable (None: not a MethodTable in the dump)."""

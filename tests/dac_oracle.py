@@ -171,7 +171,7 @@ SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 
        "GetThreadData": 17, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
        "GetMethodTableName": 36, "GetMethodTableData": 37, "GetMethodTableFieldData": 39, "GetFieldDescData": 42,
        "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
-       "GetHeapSegmentData": 50, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
+       "GetHeapSegmentData": 50, "GetHandleEnum": 61, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
        "GetUsefulGlobals": 70}
 SOS8 = {"GetNumberGenerations": 3, "GetGenerationTable": 4, "GetGenerationTableSvr": 6}
 SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAllocatorHeapNames": 5,
@@ -179,6 +179,14 @@ SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAlloc
          "GetGCFreeRegions": 9}
 #: ISOSMemoryEnum (ISOSEnum: Skip, Reset, GetCount; then Next)
 MEMORY_ENUM = {"Next": 6}
+#: ISOSHandleEnum: the same, its Next gives SOSHandleData
+HANDLE_ENUM = {"Next": 6}
+
+
+class SOSHandleData(ctypes.Structure):
+    _fields_ = [("AppDomain", CLRDATA_ADDRESS), ("Handle", CLRDATA_ADDRESS), ("Secondary", CLRDATA_ADDRESS),
+                ("Type", c_uint32), ("StrongReference", c_int32), ("RefCount", c_uint32),
+                ("JupiterRefCount", c_uint32), ("IsPegged", c_int32)]
 
 
 class MemoryRegion(ctypes.Structure):
@@ -702,6 +710,29 @@ class Oracle:
                 return found
 
 
+def handles(o: "Oracle") -> list:
+    """{"handle", "type", "strong", "refcount", "secondary", "object"} of every handle ISOSDacInterface::
+    GetHandleEnum lists (the object read from the handle's slot in the core)."""
+    out = c_void_p()
+    if o.sos.call("GetHandleEnum", byref(out), argtypes=[c_void_p]) != S_OK or not out.value:
+        return []
+    found = []
+    handle_enum = Interface(out.value, HANDLE_ENUM)
+    while True:
+        batch = (SOSHandleData * 64)()
+        got = c_uint32()
+        hr = handle_enum.call("Next", c_uint32(64), batch, byref(got), argtypes=[c_uint32, c_void_p, c_void_p])
+        for h in batch[: got.value]:
+            word = o.core.read(h.Handle, o.ptr)
+            found.append({"handle": h.Handle, "type": h.Type, "strong": bool(h.StrongReference),
+                          "refcount": h.RefCount, "secondary": h.Secondary,
+                          "object": int.from_bytes(word, "little") if word else None})
+        if got.value < 64:  # Next answers S_FALSE even on a full batch: a short one ends it
+            return found
+        if hr not in (S_OK, 1):
+            return found
+
+
 def main(argv) -> int:
     import argparse
 
@@ -712,6 +743,7 @@ def main(argv) -> int:
     ap.add_argument("--strings", action="store_true")
     ap.add_argument("--fields", action="store_true")
     ap.add_argument("--native-heaps", action="store_true")
+    ap.add_argument("--handles", action="store_true")
     args = ap.parse_args(argv)
     o = Oracle(args.core, args.dac)
     g = o.globals()
@@ -736,6 +768,8 @@ def main(argv) -> int:
         result["native_heaps"] = o.native_heaps()
         result["gc_bookkeeping"] = o.gc_regions("GetGCBookkeepingMemoryRegions")
         result["handle_tables"] = o.gc_regions("GetHandleTableMemoryRegions")
+    if args.handles:
+        result["handles"] = handles(o)
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()

@@ -15,7 +15,7 @@ LAYERS = [
     {"types"},
     {"heap"},
     {"objects"},
-    {"analyses"},
+    {"analyses", "graph"},
     {"session", "parallel"},
     {"model"},
     {"present"},

@@ -89,7 +89,7 @@ def test_dump_shared_equals_serial(sample, fmt):
 def test_many_processes_equal_serial(sample, jobs):
     """More processes than cores (this machine has two): the same bytes, only sooner where cores allow."""
     path = SAMPLES / sample
-    for args in (["dump", str(path), "--format", "jsonl"], ["stats", str(path), "--duplicates", "--top", "0"]):
+    for args in (["dump", str(path), "--format", "jsonl"], ["stats", str(path), "--type", "System.String", "--duplicates", "--top", "0"]):
         serial = run(args, 1)
         assert serial[0] == 0
         assert run(args, jobs) == serial
@@ -98,12 +98,12 @@ def test_many_processes_equal_serial(sample, jobs):
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
 def test_stats_shared_equals_serial(sample):
     path = SAMPLES / sample
-    for args in (["stats", str(path), "--type", "System.String", "--format", "json"], ["stats", str(path), "--duplicates", "--top", "0"]):
+    for args in (["stats", str(path), "--type", "System.String", "--format", "json"], ["stats", str(path), "--type", "System.String", "--duplicates", "--top", "0"]):
         serial = run(args, 1)
         assert serial[0] == 0
         assert run(args, 2) == serial
     # the duplicates' entries written to files as the child's windows come in
-    args = ["stats", str(path), "--duplicates", "--top", "0"]
+    args = ["stats", str(path), "--type", "System.String", "--duplicates", "--top", "0"]
     written = {"CLRLAYOUT_LIMITS": SMALL_WINDOWS + ",duplicate_memory=2K"}
     assert run(args, 2, written) == run(args, 1, written) == run(args, 1)
 
@@ -179,7 +179,7 @@ def test_child_that_dies_is_replaced(fmt, where, jobs, tmp_path):
     args = ["dump", str(path), "--format", fmt]
     assert run(args, jobs, code=code) == run(args, 1)
     sample = SAMPLES / manifest()[0]["file"]
-    args = ["stats", str(sample), "--duplicates"]
+    args = ["stats", str(sample), "--type", "System.String", "--duplicates"]
     assert run(args, jobs, code=code) == run(args, 1)
 
 

@@ -52,7 +52,7 @@ def test_totals_equal_the_sum_over_dump(capsys, sample):
 
 def test_duplicates_are_exact(capsys, sample):
     rows = _dumped(capsys, sample.path)
-    st = _json(capsys, "stats", sample.path, "--duplicates", "--top", "0")
+    st = _json(capsys, "stats", sample.path, "--type", "System.String", "--duplicates", "--top", "0")
     counts = Counter(r["value"] for r in rows)
     aligned = {r["value"]: r["aligned_size"] for r in rows}
     want = {v: c for v, c in counts.items() if c > 1}
@@ -82,10 +82,10 @@ def test_duplicates_are_exact(capsys, sample):
 
 
 def test_filters_apply_to_stats(capsys, sample):
-    st = _json(capsys, "stats", sample.path, "--regex", r"^DEAD-\d{3}$")
+    st = _json(capsys, "stats", sample.path, "--type", "System.String", "--regex", r"^DEAD-\d{3}$")
     assert st["count"] == 100
     assert st["total_size"] == 100 * (sample.string_base_size + 16)
-    st = _json(capsys, "stats", sample.path, "--min-length", "1000")
+    st = _json(capsys, "stats", sample.path, "--type", "System.String", "--min-length", "1000")
     assert st["count"] == len([r for r in _dumped(capsys, sample.path) if r["length"] >= 1000])
 
 
@@ -93,11 +93,11 @@ def test_table_and_csv(capsys, sample):
     assert main(["stats", str(sample.path), "--type", "System.String", "-q"]) == 0
     out = capsys.readouterr().out
     assert "Where the bytes go:" in out and "alignment padding" in out and "Lengths:" in out
-    assert main(["stats", str(sample.path), "--duplicates", "--top", "3", "-q"]) == 0
+    assert main(["stats", str(sample.path), "--type", "System.String", "--duplicates", "--top", "3", "-q"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["COUNT", "ALIGNED", "WASTED", "FIRST", "ADDRESS", "VALUE"]
     assert "duplicated values in" in out.splitlines()[-1]
-    assert main(["stats", str(sample.path), "--duplicates", "--format", "csv", "-q"]) == 0
+    assert main(["stats", str(sample.path), "--type", "System.String", "--duplicates", "--format", "csv", "-q"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert rows and set(rows[0]) == {"value", "count", "aligned_size", "wasted_bytes", "first_address"}
     assert main(["stats", str(sample.path), "--type", "System.String", "--format", "csv", "-q"]) == 0
@@ -167,7 +167,7 @@ def test_duplicates_written_out_are_the_same(capsys, sample, monkeypatch, tmp_pa
     each is grouped on its own: the same duplicates and totals, and no file is left behind."""
     import tempfile
 
-    args = ("stats", sample.path, "--duplicates", "--top", "0", "--jobs", "1")
+    args = ("stats", sample.path, "--type", "System.String", "--duplicates", "--top", "0", "--jobs", "1")
     in_memory = _json(capsys, *args)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("CLRLAYOUT_LIMITS", "duplicate_memory=1K,scan_window=4K")
@@ -221,7 +221,7 @@ def test_duplicates_without_a_writable_temporary_directory(sample, monkeypatch, 
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
     monkeypatch.setenv("CLRLAYOUT_LIMITS", "duplicate_memory=1K")
-    assert main(["stats", str(sample.path), "--duplicates", "--jobs", "1", "-q"]) == 6
+    assert main(["stats", str(sample.path), "--type", "System.String", "--duplicates", "--jobs", "1", "-q"]) == 6
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "temporary files of --duplicates" in err[0]
 
@@ -253,14 +253,14 @@ def test_generation_and_size_filters(capsys, sample):
         assert picked == [r for r in rows if r["heap"] in names] and picked
     picked = _dumped(capsys, sample.path, "--min-size", "40", "--max-size", "200")
     assert picked == [r for r in rows if 40 <= r["size"] <= 200] and picked
-    st = _json(capsys, "stats", sample.path, "--gen", "0")
+    st = _json(capsys, "stats", sample.path, "--type", "System.String", "--gen", "0")
     assert st["count"] == sum(r["heap"] == "gen0" for r in rows) and set(st["heaps"]) == {"gen0"}
 
 
 def test_duplicates_csv_keeps_to_top(capsys, sample):
     """--top limits the CSV list as it does the table and JSON, and each row has its first address."""
-    st = _json(capsys, "stats", sample.path, "--duplicates", "--top", "3")
-    assert main(["stats", str(sample.path), "--duplicates", "--top", "3", "--format", "csv", "-q"]) == 0
+    st = _json(capsys, "stats", sample.path, "--type", "System.String", "--duplicates", "--top", "3")
+    assert main(["stats", str(sample.path), "--type", "System.String", "--duplicates", "--top", "3", "--format", "csv", "-q"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 3 < st["duplicated_values"]
     assert [(r["count"], r["first_address"]) for r in rows] == \

@@ -19,6 +19,9 @@ class StringFilter:
     min_size: int | None = None  # SOS size, bytes
     max_size: int | None = None
     heaps: frozenset | None = None  # heap codes (heap.segments.HEAPS)
+    #: --live / --dead: the sorted addresses of the objects reachable from the roots, and which to keep
+    live_addresses: object = None
+    live: bool | None = None
 
     @property
     def needs_value(self) -> bool:
@@ -27,7 +30,7 @@ class StringFilter:
     @property
     def active(self) -> bool:
         return any(v is not None for v in (self.min_length, self.max_length, self.contains, self.regex,
-                                           self.address_range, self.min_size, self.max_size, self.heaps))
+                                           self.address_range, self.min_size, self.max_size, self.heaps, self.live))
 
     def accepts_shape(self, address: int, length: int) -> bool:
         """The tests that need no characters."""
@@ -61,6 +64,8 @@ class StringFilter:
                 mask &= sizes <= self.max_size
         if self.heaps is not None:
             mask &= np.isin(batch.heaps, list(self.heaps))
+        if self.live is not None:
+            mask &= is_in(self.live_addresses, batch.addresses) == self.live
         if self.needs_value:
             for i in np.flatnonzero(mask):
                 v = batch.value(int(i))
@@ -81,11 +86,16 @@ class ObjectFilter:
     max_size: int | None = None
     heaps: frozenset | None = None  # heap codes (heap.segments.HEAPS)
     method_table: int | None = None
+    #: --live / --dead: the sorted addresses of the objects reachable from the roots, and which to keep (free
+    #: space is neither: it is left out of both)
+    live_addresses: object = None
+    live: bool | None = None
+    free_method_tables: frozenset = frozenset()
 
     @property
     def active(self) -> bool:
         return any(v is not None for v in (self.address_range, self.min_size, self.max_size, self.heaps,
-                                           self.method_table))
+                                           self.method_table, self.live))
 
     def mask(self, win, sizes):
         """Which objects of a window (:class:`~clrlayout.heap.fastwalk.WindowObjects`) pass, given their SOS
@@ -101,6 +111,9 @@ class ObjectFilter:
             keep &= sizes <= self.max_size
         if self.method_table is not None:
             keep &= win.method_tables == np.uint64(self.method_table)
+        if self.live is not None:
+            keep &= is_in(self.live_addresses, win.offsets.astype(np.uint64) + np.uint64(win.base)) == self.live
+            keep &= ~np.isin(win.method_tables, np.array(sorted(self.free_method_tables), dtype=np.uint64))
         if self.address_range is not None or self.heaps is not None:
             addresses = win.offsets.astype(np.uint64) + np.uint64(win.base)
             if self.address_range is not None:
@@ -119,4 +132,17 @@ class ObjectFilter:
                     or (self.method_table is not None and obj.method_table != self.method_table)
                     or (self.address_range is not None
                         and not self.address_range[0] <= obj.address < self.address_range[1])
-                    or (self.heaps is not None and HEAP_CODES[obj.segment.generation(obj.address)] not in self.heaps))
+                    or (self.heaps is not None and HEAP_CODES[obj.segment.generation(obj.address)] not in self.heaps)
+                    or (self.live is not None and (obj.method_table in self.free_method_tables
+                                                   or bool(is_in(self.live_addresses, [obj.address])[0]) != self.live)))
+
+
+def is_in(sorted_addresses, addresses):
+    """Which of ``addresses`` are in ``sorted_addresses`` (uint64, sorted)."""
+    import numpy as np
+
+    values = np.asarray(addresses, dtype=np.uint64)
+    at = np.searchsorted(sorted_addresses, values)
+    found = at < len(sorted_addresses)
+    found[found] = sorted_addresses[at[found]] == values[found]
+    return found

@@ -2,6 +2,7 @@
 answer.  :mod:`clrlayout.cli` adds them to the group."""
 
 from .dump import dump
+from .graph import refs, retained, roots
 from .info import info
 from .layout import layout
 from .live import live
@@ -12,4 +13,4 @@ from .trim import trim
 from .type import type_
 
 #: in the order ``clrlayout --help`` lists them (alphabetical, as click sorts them)
-COMMANDS = [info, dump, memory, object_, type_, stats, trim, layout, live]
+COMMANDS = [info, dump, memory, object_, type_, stats, refs, roots, retained, trim, layout, live]

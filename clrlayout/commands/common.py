@@ -117,8 +117,10 @@ def filter_options(f):
 
 
 def scan_options(f):
-    """What every command that scans a dump takes: --strict, the filters, --mt, --profile, --heap, -q."""
-    for option in (quiet_option, heap_option, profile_option, mt_option, filter_options,
+    """What every command that scans a dump takes: --strict, the filters, --live/--dead and --roots, --mt,
+    --profile, --heap, -q."""
+    for option in (quiet_option, heap_option, profile_option, mt_option, filter_options, roots_option,
+                   liveness_option,
                    click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")):
         f = option(f)
     return f
@@ -278,3 +280,48 @@ def _type_not_found(a, type_name: str, exact: bool) -> TypeNotFound:
     return TypeNotFound(f"{flag}: no type " + ("of that name" if exact else "whose name contains it")
                         + " on the heap" + (f" (names like it: {'; '.join(similar)})" if similar else
                                             " (stats lists the heap's types)"))
+
+
+# --- roots and liveness: --roots KINDS, --live / --dead ----------------------------------------------------
+
+
+def _kinds(ctx, param, value):
+    from ..graph.roots import ROOT_KINDS
+
+    if value is None:
+        return ROOT_KINDS
+    kinds = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    wrong = [k for k in kinds if k not in ROOT_KINDS]
+    if wrong or not kinds:
+        raise click.BadParameter(f"{', '.join(wrong) or value!r}: give a comma list of {', '.join(ROOT_KINDS)}")
+    return kinds
+
+
+roots_option = click.option(
+    "--roots", "kinds", callback=_kinds, default=None, metavar="KINDS",
+    help="The roots: a comma list of handles (strong, pinned, async pinned, ref-counted, sized-ref handles), "
+         "finalizer (objects ready for finalization), stacks (every thread's stack, scanned conservatively); "
+         "default all.")
+
+
+liveness_option = click.option(
+    "--live/--dead", "live", default=None,
+    help="Only the objects reachable from the roots (--live), or only those that are not (--dead), as SOS's "
+         "-live/-dead; free space is neither.")
+
+
+def with_liveness(a, selected, live, kinds):
+    """``selected`` keeping only the live (or dead) objects of the session's object graph."""
+    import dataclasses
+
+    if live is None:
+        source = click.get_current_context().get_parameter_source("kinds")
+        if source is not None and source is not click.core.ParameterSource.DEFAULT:
+            raise UsageError("--roots chooses the roots of --live or --dead: give one of them")
+        return selected
+    graph = a.object_graph(kinds)
+    live_addresses = graph.graph.addresses[graph.live]
+    if hasattr(selected, "free_method_tables"):
+        free = frozenset(m for m, t in a.mts.known().items() if t.kind == "free")
+        return dataclasses.replace(selected, live_addresses=live_addresses, live=live, free_method_tables=free)
+    return dataclasses.replace(selected, live_addresses=live_addresses, live=live)

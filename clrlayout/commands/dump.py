@@ -8,7 +8,7 @@ import click
 import numpy as np
 
 from ..errors import TypeNotFound, UsageError
-from .common import (STRING_TYPES, out, jobs_option, scan_options, _open, assemblies_option, make_filter, _preamble,
+from .common import (with_liveness, STRING_TYPES, out, jobs_option, scan_options, _open, assemblies_option, make_filter, _preamble,
                      _report, _no_objects_of, _csv_field, _print_object_layout, _progress, make_object_filter,
                      _type_not_found)
 
@@ -28,7 +28,7 @@ from .common import (STRING_TYPES, out, jobs_option, scan_options, _open, assemb
 @assemblies_option
 @scan_options
 def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, strict, min_length, max_length,
-         min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
+         min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet, live, kinds):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
     from .. import parallel
     from ..present import batchlines, text
@@ -50,11 +50,12 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
             raise UsageError(f"{', '.join(string_only)}: only for System.String, not --type {type_name}")
         return _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict,
                              make_object_filter(min_size, max_size, generations, address_range, None), by_mt,
-                             profile, heap, quiet)
+                             profile, heap, quiet, live, kinds)
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         ptr = a.profile.pointer_size
         a.string_method_table()
+        selected = with_liveness(a, selected, live, kinds)
         _preamble(a, quiet)
         if fmt == "table" and not layout:
             out(text.dumpheap_header(ptr))
@@ -107,7 +108,7 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
 
 
 def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict, selected, mt, profile,
-                  heap, quiet):
+                  heap, quiet, live=None, kinds=()):
     """dump --type NAME (a type other than System.String: every type whose name contains it, or is it with
     ``exact``) and/or --mt MT (a MethodTable other than String's): Address, MT, Size and the name (!dumpheap
     -type / -mt), each object's JOL layout with --layout; ``selected``: the objects the other filters keep."""
@@ -116,6 +117,7 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
     asked = " ".join(([f"--type {type_name}"] if type_name else []) + ([f"--mt {mt:#x}"] if mt is not None else []))
     with _open(file, None, profile, heap, assemblies) as a:
         a.require_exact(asked)
+        selected = with_liveness(a, selected, live, kinds)
         _preamble(a, quiet)
         ptr = a.profile.pointer_size
         count = size = aligned = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import TypeNotFound, UsageError
-from .common import (STRING_TYPES, out, warn, jobs_option, scan_options, _open, assemblies_option, make_filter,
+from .common import (with_liveness, STRING_TYPES, out, warn, jobs_option, scan_options, _open, assemblies_option, make_filter,
                      _preamble, _report, _no_objects_of, _progress, make_object_filter, _named, _type_not_found)
 
 
@@ -29,7 +29,7 @@ from .common import (STRING_TYPES, out, warn, jobs_option, scan_options, _open, 
 @assemblies_option
 @scan_options
 def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, strict, min_length, max_length,
-          min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet):
+          min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet, live, kinds):
     """Heap statistics by type (!dumpheap -stat); with --type System.String, totals, where the bytes go,
     length histogram and largest strings, or exact duplicates and their waste."""
     from ..present import stats as present
@@ -46,7 +46,7 @@ def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, 
             raise UsageError("--exact: give the type's name with --type")
         return _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict,
                            make_object_filter(min_size, max_size, generations, address_range, mt), profile, heap,
-                           quiet)
+                           quiet, live, kinds)
     if sort is not None:
         raise UsageError("--sort orders the rows of the statistics by type; the string statistics have none")
     if top is not None and not duplicates:
@@ -54,6 +54,7 @@ def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, 
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap) as a:
         a.string_method_table()
+        selected = with_liveness(a, selected, live, kinds)
         _preamble(a, quiet)
         dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
         try:
@@ -66,7 +67,8 @@ def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, 
         _report(a, quiet, strict)
 
 
-def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict, selected, profile, heap, quiet):
+def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict, selected, profile, heap, quiet,
+                live=None, kinds=()):
     """!dumpheap -stat: count and bytes per MethodTable of the objects ``selected`` accepts, with names from
     metadata, of the types whose name contains ``type_name`` (or is it, ``exact``)."""
     from .. import parallel
@@ -75,6 +77,7 @@ def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict
 
     with _open(file, None, profile, heap, assemblies) as a:
         a.require_exact("statistics by type")
+        selected = with_liveness(a, selected, live, kinds)
         _preamble(a, quiet)
         result = TypeStats()
 

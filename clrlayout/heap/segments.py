@@ -334,6 +334,25 @@ class _Interface:
         return {name: self.space.unpack_pointer(raw, i * ptr) for i, name in enumerate(self.segment_fields)}
 
 
+def finalize_queues(dump: Dump, dv: GcDacVars | None) -> list[int]:
+    """The address of each GC heap's finalization queue (``CFinalize``, whose first words are its fill
+    pointers: ``gcinterface.dac.h`` dac_finalize_queue); [] where the GC does not say."""
+    if dv is None:
+        return []
+    space, f = dump.memory, dv.fields
+    if f.get("generation_table"):  # workstation GC: the variable holds the queue's address
+        queue = space.try_read_pointer(f["finalize_queue"]) if f.get("finalize_queue") else None
+        return [queue] if queue else []
+    gc = _Interface(space, dv, gc_interface())
+    at = gc.gc_heap_field("finalize_queue")
+    heaps = gc.heaps() or []
+    table_at = gc.gc_heap_field("generation_table")
+    if at is None or table_at is None:
+        return []
+    queues = [space.try_read_pointer(h.generation_table - table_at + at) for h in heaps]
+    return [q for q in queues if q]
+
+
 def _segment_ok(seg: dict, pointer_size: int) -> bool:
     """A plausible heap_segment: its objects pointer-aligned, and its marks in order."""
     return seg["mem"] % pointer_size == 0 and seg["mem"] <= seg["allocated"] <= seg["reserved"] \

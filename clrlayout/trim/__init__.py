@@ -48,7 +48,8 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
 
     With ``max_strings``, only what the first N strings need (the rest of the heap is left out).  With
     ``types``, also every object's bytes and what naming and laying out every type of the heap reads (its
-    MethodTables, EEClasses, FieldDescs, Modules and, where the dump holds them, the images' metadata)."""
+    MethodTables, EEClasses, FieldDescs, Modules and, where the dump holds them, the images' metadata), and
+    what the object graph reads (GC descriptions, handle tables, the finalization queue)."""
     if max_strings is not None:  # read in small windows, so that stopping early keeps the dump small
         limits = replace(limits, scan_window=min(limits.scan_window, 4096))
     with open_session(path, mt=mt, profile=profile, limits=limits) as a:
@@ -97,6 +98,20 @@ def _read_types(a) -> None:
         a.type_name(method_table)
         a.names.reflection_name(method_table)
         a.type_layout(method_table)
+    _read_graph(a)
+
+
+def _read_graph(a) -> None:
+    """Read what the object graph reads: each type's GC description (below its MethodTable), the handle
+    tables, the finalization queue (the thread stacks are kept anyway); a root kind the dump does not hold
+    is left out."""
+    from ..errors import ClrLayoutError
+
+    for kinds in (("handles", "finalizer", "stacks"), ("handles",), ("finalizer",)):
+        try:
+            a.object_graph(kinds)
+        except ClrLayoutError:
+            continue
 
 
 def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,

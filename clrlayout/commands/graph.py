@@ -1,0 +1,210 @@
+"""``clrlayout refs``, ``roots`` and ``retained``: why an object is still there, and what it keeps (SOS
+``!gcroot``, ``!objsize``; MAT's and dotMemory's dominator tree).  ``--roots`` chooses the root kinds."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import TypeNotFound, UsageError
+from .common import ADDRESS, _open, _preamble, _report, assemblies_option, heap_option, out, profile_option, \
+    quiet_option, roots_option
+
+
+def graph_options(f):
+    for option in (quiet_option, heap_option, profile_option, assemblies_option, roots_option):
+        f = option(f)
+    return f
+
+
+def _named(a, node_graph, node: int) -> dict:
+    address = int(node_graph.addresses[node])
+    mt = int(node_graph.method_tables[node])
+    return {"address": f"{address:#x}", "type": a.type_name(mt) or f"<unknown type, MT {mt:#x}>"}
+
+
+def _slot(a, graph, node: int, slot: int) -> str:
+    from ..graph.slots import slot_name
+
+    if not slot:
+        return "(dependent handle)"
+    address, mt = int(graph.addresses[node]), int(graph.method_tables[node])
+    record = a.mts.get(mt)
+    layout = a.type_layout(mt) if a.profile.method_table is not None else None
+    element = a.array_element(mt) if record is not None and record.component_size else None
+    return slot_name(slot - address, record.component_size if record else 0,
+                     (record.base_size - a.profile.object.header_size) if record else 0,
+                     layout.fields if layout is not None else (), element[3] if element else ())
+
+
+def _edge_slots(og, src: int, dst: int) -> list[int]:
+    """The slots of ``src`` that reference ``dst`` (0 for a dependent handle's edge)."""
+    g = og.graph
+    lo, hi = int(g.indptr[src]), int(g.indptr[src + 1])
+    slots = [int(s) for s, t in zip(g.slots[lo:hi].tolist(), g.indices[lo:hi].tolist()) if t == dst]
+    if (src, dst) in og.dependent:
+        slots.append(0)
+    return slots
+
+
+def _object_node(a, og, address: int) -> int:
+    node = og.graph.containing(address)
+    if node is None:
+        raise TypeNotFound(f"{address:#x}: no object of the GC heap holds this address")
+    return node
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("address", type=ADDRESS)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@graph_options
+def refs(file, address, fmt, quiet, heap, profile, assemblies, kinds):
+    """What the object at ADDRESS references and what references it, each with the field (or array index)
+    that holds the reference, and its retained size."""
+    from ..present.jsonout import dumps
+
+    with _open(file, None, profile, heap, assemblies) as a:
+        og = a.object_graph(kinds)
+        _preamble(a, quiet)
+        g = og.graph
+        node = _object_node(a, og, address)
+        targets = og.indices[og.indptr[node] : og.indptr[node + 1]].tolist()
+        references = []
+        for t in dict.fromkeys(targets):
+            for slot in _edge_slots(og, node, t):
+                references.append({**_named(a, g, t), "field": _slot(a, g, node, slot)})
+        referenced_by = []
+        for s in dict.fromkeys(og.referrers(node).tolist()):
+            for slot in _edge_slots(og, s, node):
+                referenced_by.append({**_named(a, g, s), "field": _slot(a, g, s, slot)})
+        _, retained, count = og.dominators()
+        record = {**_named(a, g, node), "size": int(g.sizes[node]), "live": bool(og.live[node]),
+                  "retained_size": int(retained[node]), "retained_count": int(count[node]),
+                  "references": references, "referenced_by": referenced_by}
+        if fmt == "json":
+            out(dumps(record))
+        else:
+            out(f"{record['type']} at {record['address']} (size {record['size']:,}, "
+                f"{'live' if record['live'] else 'dead'}, retains {record['retained_size']:,} bytes in "
+                f"{record['retained_count']:,} objects)")
+            for title, rows in (("References", references), ("Referenced by", referenced_by)):
+                out(f"{title} ({len(rows):,}):")
+                for r in rows:
+                    out(f"  {r['address']:>18} {r['field']:<28} {r['type']}")
+        _report(a, quiet)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("address", type=ADDRESS)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Paths shown at the most (one per root, nearest roots first).")
+@graph_options
+def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
+    """Why the object at ADDRESS is alive (SOS !gcroot): for each root that reaches it, a shortest chain of
+    references from that root to it."""
+    from ..present.jsonout import dumps
+
+    with _open(file, None, profile, heap, assemblies) as a:
+        og = a.object_graph(kinds)
+        _preamble(a, quiet)
+        g = og.graph
+        node = _object_node(a, og, address)
+        by_object: dict[int, list] = {}
+        for r in og.roots.roots:
+            by_object.setdefault(g.node(r.object), []).append(r)
+        paths = []
+        for root_node, chain in og.shortest_paths(node, limit):
+            links = [{**_named(a, g, chain[0]), "field": None}]
+            for prev, nxt in zip(chain, chain[1:]):
+                slots = _edge_slots(og, prev, nxt)
+                links.append({**_named(a, g, nxt), "field": _slot(a, g, prev, slots[0]) if slots else None})
+            for r in by_object.get(root_node, [])[:1]:
+                paths.append({"root": r.as_dict(), "chain": links})
+        record = {**_named(a, g, node), "live": bool(og.live[node]), "paths": paths}
+        if fmt == "json":
+            out(dumps(record))
+        else:
+            if not paths:
+                out(f"{record['type']} at {record['address']} is not reachable from the roots "
+                    f"({', '.join(kinds)}): it is dead")
+            for p in paths:
+                root = p["root"]
+                where = f" of thread {root['thread']}" if "thread" in root else ""
+                out(f"{root['kind']}{where} at {root['address']}:")
+                for link in p["chain"]:
+                    via = f"  .{link['field']}" if link["field"] else ""
+                    out(f"  -> {link['address']} {link['type']}{via}")
+            out(f"Found {len(paths):,} {'path' if len(paths) == 1 else 'paths'}.")
+        _report(a, quiet)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--top", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many objects (or types) to list, the largest retainers first.")
+@click.option("--by", "by", type=click.Choice(["object", "type"]), default="object", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@graph_options
+def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
+    """Retained sizes (the dominator tree of the live heap, Lengauer-Tarjan, from a virtual root above every
+    root): the bytes each object would free if it became unreachable; the largest retainers, or by type."""
+    import numpy as np
+
+    from ..present.jsonout import dumps
+
+    with _open(file, None, profile, heap, assemblies) as a:
+        og = a.object_graph(kinds)
+        _preamble(a, quiet)
+        g = og.graph
+        idom, retained_bytes, retained_count = og.dominators()
+        live = og.live
+        objects = []
+        for node in np.argsort(-retained_bytes, kind="stable")[:top].tolist():
+            if not live[node]:
+                break
+            objects.append({**_named(a, g, node), "size": int(g.aligned[node]),
+                            "retained_size": int(retained_bytes[node]), "retained_count": int(retained_count[node])})
+        # by type: each type's objects, and what they retain that no other object of the type already counts
+        types: dict[int, list] = {}
+        live_nodes = np.flatnonzero(live)
+        for mt in np.unique(g.method_tables[live_nodes]).tolist():
+            nodes = live_nodes[g.method_tables[live_nodes] == np.uint64(mt)]
+            own = set(nodes.tolist())
+            top_level = [v for v in nodes.tolist() if not _dominated_by(idom, v, own)]
+            types[mt] = [a.type_name(mt) or f"<unknown type, MT {mt:#x}>", len(nodes), int(g.aligned[nodes].sum()),
+                         int(retained_bytes[top_level].sum()) if top_level else 0]
+        type_rows = sorted(({"name": n, "count": c, "size": s, "retained_size": r} for n, c, s, r in types.values()),
+                           key=lambda r: (-r["retained_size"], r["name"]))[:top]
+        record = {"live_objects": int(live.sum()), "live_bytes": int(g.aligned[live].sum()),
+                  "roots": sorted({r.kind for r in og.roots.roots}), "objects": objects, "types": type_rows}
+        if fmt == "json":
+            out(dumps(record))
+        elif by == "object":
+            out(f"Live: {record['live_objects']:,} objects, {record['live_bytes']:,} bytes (roots: {', '.join(kinds)})")
+            out(f"{'Address':>18} {'Size':>10} {'Retained':>12} {'Objects':>9}  Type")
+            for r in objects:
+                out(f"{r['address']:>18} {r['size']:>10,} {r['retained_size']:>12,} {r['retained_count']:>9,}  {r['type']}")
+        else:
+            out(f"Live: {record['live_objects']:,} objects, {record['live_bytes']:,} bytes (roots: {', '.join(kinds)})")
+            out(f"{'Count':>9} {'Size':>12} {'Retained':>12}  Type")
+            for r in type_rows:
+                out(f"{r['count']:>9,} {r['size']:>12,} {r['retained_size']:>12,}  {r['name']}")
+        _report(a, quiet)
+
+
+def _dominated_by(idom, v: int, own: set) -> bool:
+    """Whether a strict dominator of ``v`` is in ``own`` (its retained bytes are then counted there)."""
+    n = len(idom)
+    d = int(idom[v])
+    steps = 0
+    while 0 <= d < n and steps <= n:
+        if d in own:
+            return True
+        d = int(idom[d])
+        steps += 1
+    return False
+
+
+del UsageError

@@ -1,0 +1,207 @@
+"""The object graph of a whole heap, built window by window from the vectorised walk: every object a node
+(free space left out), every non-null reference slot an edge, in compressed sparse row form (numpy arrays:
+``indptr``, ``indices``), so that reachability and dominators are array work, not Python objects.
+
+Every reference must be null or the start of a heap object (the GC relies on it); a reference to anywhere
+else is a finding (heap corruption, or memory the dump lacks), kept out of the graph, never a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .gcdesc import GcDesc, read_gcdesc
+
+#: bad references kept for the report (all are counted)
+MAX_BAD_KEPT = 100
+
+
+@dataclass
+class BadReference:
+    source: int  # the object holding the slot
+    slot: int  # the slot's address
+    value: int  # what it holds: not null, not an object's start
+
+
+@dataclass
+class HeapGraph:
+    """Nodes (objects in address order) and their references."""
+
+    addresses: np.ndarray  # uint64, sorted
+    method_tables: np.ndarray  # uint64
+    sizes: np.ndarray  # int64, SOS size
+    aligned: np.ndarray  # int64, bytes on the heap
+    indptr: np.ndarray  # int64, len n + 1
+    indices: np.ndarray  # int32 (or int64), targets of each node's references, in slot order
+    slots: np.ndarray  # uint64, the address of the slot of each reference (for fields and indexes)
+    bad: list = field(default_factory=list)
+    bad_count: int = 0
+    #: references the graph does not follow (a description that could not be read), by MethodTable
+    unreadable: dict = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return len(self.addresses)
+
+    @property
+    def edge_count(self) -> int:
+        return len(self.indices)
+
+    def node(self, address: int) -> int | None:
+        """The node of the object that starts at ``address`` (None: no object starts there)."""
+        i = int(np.searchsorted(self.addresses, np.uint64(address)))
+        return i if i < len(self.addresses) and int(self.addresses[i]) == address else None
+
+    def containing(self, address: int) -> int | None:
+        """The node of the object whose bytes (from its pointer to its aligned end) hold ``address``."""
+        i = int(np.searchsorted(self.addresses, np.uint64(address), side="right")) - 1
+        if i >= 0 and address < int(self.addresses[i]) + int(self.aligned[i]):
+            return i
+        return None
+
+    def references(self, node: int) -> np.ndarray:
+        return self.indices[self.indptr[node] : self.indptr[node + 1]]
+
+    def reverse(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr, indices) of the reversed graph: who references each node."""
+        n = self.count
+        sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
+        order = np.argsort(self.indices, kind="stable")
+        counts = np.bincount(self.indices, minlength=n)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return indptr, sources[order].astype(self.indices.dtype)
+
+
+class _Descs:
+    """The GC descriptions of the MethodTables met, each read once."""
+
+    def __init__(self, space, mts):
+        self.space, self.mts = space, mts
+        self.flag = mts.profile.method_table.flags["ContainsPointers"]
+        self._cache: dict[int, GcDesc | None] = {}
+
+    def of(self, method_table: int) -> GcDesc | None:
+        if method_table not in self._cache:
+            mt = self.mts.get(method_table)
+            desc = None
+            if mt is not None and mt.flags & self.flag and mt.kind != "free":
+                desc = read_gcdesc(self.space, method_table, mt.base_size)
+            self._cache[method_table] = desc
+        return self._cache[method_table]
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For runs ``starts[i] + k`` (k < lengths[i]): (each element's run index, each element's k)."""
+    total = int(lengths.sum())
+    run = np.repeat(np.arange(len(starts), dtype=np.int64), lengths)
+    first = np.cumsum(lengths) - lengths
+    k = np.arange(total, dtype=np.int64) - np.repeat(first, lengths)
+    return run, k
+
+
+def window_references(win, mts, descs: _Descs, space, ptr: int):
+    """(object index in the window, slot address, value) of every reference slot of a window's objects."""
+    kinds = np.unique(win.method_tables)
+    out_src, out_slot = [], []
+    for mt in kinds.tolist():
+        desc = descs.of(mt)
+        if desc is None:
+            continue
+        t = mts.get(mt)
+        idx = np.flatnonzero(win.method_tables == np.uint64(mt))
+        starts = win.offsets[idx].astype(np.int64) + win.base
+        sizes = t.base_size + t.component_size * win.counts[idx].astype(np.int64)
+        if desc.repeating:
+            for i, o, size in zip(idx.tolist(), starts.tolist(), sizes.tolist()):
+                offs = desc.slot_offsets(size, ptr)
+                out_src.append(np.full(len(offs), i, dtype=np.int64))
+                out_slot.append(o + offs)
+            continue
+        for series_size, start in desc.series:
+            lengths = (series_size + sizes) // ptr
+            lengths = np.maximum(lengths, 0)
+            if not lengths.any():
+                continue
+            run, k = _ranges(starts, lengths)
+            out_src.append(idx[run])
+            out_slot.append(starts[run] + start + k * ptr)
+    if not out_src:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    src = np.concatenate(out_src)
+    slots = np.concatenate(out_slot)
+    return src, slots, _read_words(win, slots, space, ptr)
+
+
+def _read_words(win, slots: np.ndarray, space, ptr: int) -> np.ndarray:
+    """The words at ``slots``: from the window's own bytes, else (an object running past them) the dump."""
+    dtype = np.dtype("<u8" if ptr == 8 else "<u4")
+    words = np.frombuffer(win.data, dtype=dtype, count=len(win.data) // ptr)
+    pos = (slots - win.base) // ptr
+    inside = (pos >= 0) & (pos < len(words))
+    out = np.zeros(len(slots), dtype=np.uint64)
+    out[inside] = words[pos[inside]]
+    for j in np.flatnonzero(~inside).tolist():
+        value = space.try_read_pointer(int(slots[j]))
+        out[j] = value or 0
+    return out
+
+
+def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> HeapGraph:
+    """The graph of the objects of ``windows`` (the exact walk's), free space left out."""
+    ptr = space.pointer_size
+    descs = _Descs(space, mts)
+    addr_parts, mt_parts, size_parts, aligned_parts = [], [], [], []
+    src_parts, slot_parts, value_parts = [], [], []
+    base_index = 0
+    for win in windows:
+        free = [m for m in np.unique(win.method_tables).tolist() if mts.get(m).kind == "free"]
+        keep = ~np.isin(win.method_tables, np.array(free, dtype=np.uint64)) if free else \
+            np.ones(len(win.method_tables), dtype=bool)
+        src, slots, values = window_references(win, mts, descs, space, ptr)
+        # window index -> node index among the kept objects of all windows
+        renumber = np.cumsum(keep) - 1 + base_index
+        nonnull = values != 0
+        src_parts.append(renumber[src[nonnull]])
+        slot_parts.append(slots[nonnull].astype(np.uint64))
+        value_parts.append(values[nonnull])
+        kept = np.flatnonzero(keep)
+        addresses = win.offsets[kept].astype(np.uint64) + np.uint64(win.base)
+        addr_parts.append(addresses)
+        mt_parts.append(win.method_tables[kept])
+        table = {m: mts.get(m) for m in np.unique(win.method_tables[kept]).tolist()}
+        base = np.array([table[m].base_size for m in win.method_tables[kept].tolist()], dtype=np.int64) \
+            if len(kept) else np.zeros(0, dtype=np.int64)
+        comp = np.array([table[m].component_size for m in win.method_tables[kept].tolist()], dtype=np.int64) \
+            if len(kept) else np.zeros(0, dtype=np.int64)
+        size_parts.append(base + comp * win.counts[kept].astype(np.int64))
+        aligned_parts.append(win.aligned[kept].astype(np.int64))
+        base_index += len(kept)
+    addresses = np.concatenate(addr_parts) if addr_parts else np.zeros(0, dtype=np.uint64)
+    order = np.argsort(addresses, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    sorted_addresses = addresses[order]
+    src = rank[np.concatenate(src_parts)] if src_parts else np.zeros(0, dtype=np.int64)
+    slots = np.concatenate(slot_parts) if slot_parts else np.zeros(0, dtype=np.uint64)
+    values = np.concatenate(value_parts) if value_parts else np.zeros(0, dtype=np.uint64)
+    target = np.searchsorted(sorted_addresses, values)
+    found = target < len(sorted_addresses)
+    found[found] = sorted_addresses[target[found]] == values[found]
+    bad = [BadReference(int(sorted_addresses[s]), int(sl), int(v)) for s, sl, v in
+           zip(src[~found][:findings_limit].tolist(), slots[~found][:findings_limit].tolist(),
+               values[~found][:findings_limit].tolist())]
+    src, slots, target = src[found], slots[found], target[found]
+    # CSR, references in slot order within each object
+    by = np.lexsort((slots, src))
+    src, slots, target = src[by], slots[by], target[by]
+    n = len(sorted_addresses)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    itype = np.int32 if n < 2**31 else np.int64
+    return HeapGraph(sorted_addresses, np.concatenate(mt_parts)[order] if mt_parts else np.zeros(0, np.uint64),
+                     np.concatenate(size_parts)[order] if size_parts else np.zeros(0, np.int64),
+                     np.concatenate(aligned_parts)[order] if aligned_parts else np.zeros(0, np.int64),
+                     indptr, target.astype(itype), slots, bad, int((~found).sum()))

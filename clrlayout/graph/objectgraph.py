@@ -1,0 +1,94 @@
+"""The heap as a leak hunter asks about it: references both ways, roots, what is reachable (live) and why,
+and what each object retains (the dominator tree)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .build import HeapGraph
+from .dominators import dominator_tree, retained_sizes
+from .reach import breadth_first, gather
+from .roots import Roots
+
+
+class ObjectGraph:
+    """A :class:`~.build.HeapGraph` with its roots: dependent handles added as edges (primary -> secondary, as
+    the GC treats them), reachability from the roots, and, when asked, dominators and retained sizes."""
+
+    def __init__(self, graph: HeapGraph, roots: Roots, kinds: tuple):
+        self.graph = graph
+        self.roots = roots
+        self.kinds = kinds
+        n = graph.count
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
+        dst = graph.indices.astype(np.int64)
+        dep = [(graph.node(p), graph.node(s)) for p, s in roots.dependent]
+        dep = [(p, s) for p, s in dep if p is not None and s is not None]
+        self.dependent = {(p, s) for p, s in dep}
+        if dep:
+            src = np.concatenate([src, np.array([p for p, _ in dep], dtype=np.int64)])
+            dst = np.concatenate([dst, np.array([s for _, s in dep], dtype=np.int64)])
+            by = np.argsort(src, kind="stable")
+            src, dst = src[by], dst[by]
+        self.indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=self.indptr[1:])
+        self.indices = dst
+        self.root_nodes = np.array(sorted({graph.node(r.object) for r in roots.roots} - {None}), dtype=np.int64)
+        self.parent = breadth_first(self.indptr, self.indices, self.root_nodes)
+        self._dominators = None
+        self._reverse = None
+
+    @property
+    def live(self) -> np.ndarray:
+        """Which nodes are reachable from the roots."""
+        return self.parent >= 0
+
+    def referrers(self, node: int) -> np.ndarray:
+        """The nodes that reference ``node`` (dependent-handle primaries included)."""
+        if self._reverse is None:
+            n = self.graph.count
+            src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
+            by = np.argsort(self.indices, kind="stable")
+            rindptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self.indices, minlength=n), out=rindptr[1:])
+            self._reverse = (rindptr, src[by])
+        rindptr, rindices = self._reverse
+        return rindices[rindptr[node] : rindptr[node + 1]]
+
+    def shortest_paths(self, target: int, limit: int = 100) -> list[tuple[int, list[int]]]:
+        """For each root node that reaches ``target`` (at most ``limit`` of them, nearest first): a shortest
+        chain of nodes from it to ``target`` (both included)."""
+        n = self.graph.count
+        self.referrers(target)
+        rindptr, rindices = self._reverse
+        # breadth-first from the target over the reversed edges: each node's next step towards it
+        towards = np.full(n, -1, dtype=np.int64)
+        dist = np.full(n, -1, dtype=np.int64)
+        towards[target], dist[target] = target, 0
+        frontier = np.array([target], dtype=np.int64)
+        level = 0
+        while len(frontier):
+            level += 1
+            src, dst = gather(rindptr, rindices, frontier)
+            new = dist[dst] < 0
+            src, dst = src[new], dst[new]
+            dst, first = np.unique(dst, return_index=True)
+            towards[dst], dist[dst] = src[first], level
+            frontier = dst
+        reached = [r for r in self.root_nodes.tolist() if dist[r] >= 0]
+        reached.sort(key=lambda r: (dist[r], r))
+        out = []
+        for r in reached[:limit]:
+            chain = [r]
+            while chain[-1] != target:
+                chain.append(int(towards[chain[-1]]))
+            out.append((r, chain))
+        return out
+
+    def dominators(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(idom, retained bytes, retained objects) of every node (see :mod:`.dominators`)."""
+        if self._dominators is None:
+            idom, order = dominator_tree(self.indptr, self.indices, self.root_nodes)
+            retained, count = retained_sizes(idom, order, self.graph.aligned)
+            self._dominators = (idom, retained, count)
+        return self._dominators

@@ -1,0 +1,128 @@
+"""The roots of the heap, each with its kind (graph-facts.md): what the GC itself scans.
+
+- ``handles``: strong, pinned, async pinned, sized-ref and ref-counted handles (and variable handles whose
+  type is strong or pinned); weak handles are listed by :mod:`.handles` but are not roots; a dependent
+  handle is an edge from its primary to its secondary, not a root.
+- ``finalizer``: the objects ready for finalization (f-reachable: the critical and the normal segments of
+  the finalization queue, after the generations' ones); objects merely registered are not roots.
+- ``stacks``: every managed thread's stack memory, from its stack pointer to its end, scanned for words that
+  point into a heap object, as the runtime's conservative GC mode does (``stack (conservative)``): a superset
+  of the precise stack roots.
+
+Statics are held by handles up to .NET 8 (object[]s of pinned handles); .NET 10's thread statics are held by
+per-thread arrays the GC reports directly, which a conservative stack scan does not see: a limitation the
+README names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..heap.segments import finalize_queues
+from .handles import read_handles
+
+ROOT_KINDS = ("handles", "finalizer", "stacks")
+#: finalization queue slots read at the most (a bound on what a dump controls)
+MAX_QUEUE = 1 << 24
+
+
+@dataclass(frozen=True)
+class Root:
+    kind: str  # "strong handle", "pinned handle", ..., "finalizer (f-reachable)", "stack (conservative)"
+    object: int  # the object it keeps alive
+    address: int  # where the root is: the handle, the queue slot, the stack word
+    thread: int | None = None  # a stack root's thread (OS id)
+
+    def as_dict(self) -> dict:
+        out = {"kind": self.kind, "address": f"{self.address:#x}", "object": f"{self.object:#x}"}
+        if self.thread is not None:
+            out["thread"] = self.thread
+        return out
+
+
+@dataclass
+class Roots:
+    roots: list
+    #: (primary, secondary) object addresses of the dependent handles
+    dependent: list
+    #: why a kind asked for could not be read (it is then missing from ``roots``)
+    problems: list
+    #: why the dependent handles could not be read (None: read)
+    dependent_problem: str | None = None
+
+
+def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS) -> Roots:
+    """The roots of the kinds asked for, each kept only when it holds the start of a heap object (stack
+    words: any address inside one)."""
+    out, dependent, problems = [], [], []
+    handles, why = read_handles(dump, dac_vars)  # dependent handles are edges, whatever roots are asked for
+    if handles is None:
+        if "handles" in kinds:
+            problems.append(f"handle roots: {why}")
+        handles = []
+    for h in handles:
+        if h.type == 6 and h.secondary:  # dependent: primary -> secondary
+            dependent.append((h.object, h.secondary))
+        elif h.strong and "handles" in kinds and graph.node(h.object) is not None:
+            out.append(Root(f"{h.kind} handle", h.object, h.address))
+    if "finalizer" in kinds:
+        found = _finalizer_roots(dump, dac_vars, graph)
+        if found is None:
+            problems.append("finalizer roots: the finalization queue could not be read")
+        else:
+            out += found
+    if "stacks" in kinds:
+        out += _stack_roots(dump, graph)
+    return Roots(out, dependent, problems)
+
+
+def _finalizer_roots(dump, dac_vars, graph) -> list | None:
+    space = dump.memory
+    ptr = space.pointer_size
+    queues = finalize_queues(dump, dac_vars)
+    if not queues:
+        return None
+    ngen = dac_vars.generation_count
+    out = []
+    for queue in queues:
+        fill = space.try_read(queue, (ngen + 2) * ptr)
+        if fill is None:
+            return None
+        words = np.frombuffer(fill, dtype="<u8" if ptr == 8 else "<u4").astype(np.int64)
+        start, end = int(words[ngen - 1]), int(words[ngen + 1])  # critical, then normal: ready to run
+        if end < start or (end - start) // ptr > MAX_QUEUE or (end - start) % ptr:
+            return None
+        raw = space.try_read(start, end - start) if end > start else b""
+        if raw is None:
+            return None
+        for i, obj in enumerate(np.frombuffer(raw, dtype="<u8" if ptr == 8 else "<u4").tolist()):
+            if obj and graph.node(obj) is not None:
+                out.append(Root("finalizer (f-reachable)", obj, start + i * ptr))
+    return out
+
+
+def _stack_roots(dump, graph) -> list:
+    space = dump.memory
+    ptr = space.pointer_size
+    out = []
+    if not graph.count:
+        return out
+    lo, hi = int(graph.addresses[0]), int(graph.addresses[-1]) + int(graph.aligned[-1])
+    for t in dump.threads:
+        start = t.sp if t.sp is not None and t.stack_start is not None and t.stack_start <= t.sp else t.stack_start
+        if start is None or not t.stack_end or t.stack_end <= start:
+            continue
+        start -= start % ptr
+        data = space.read_available(start, t.stack_end - start)
+        words = np.frombuffer(data, dtype="<u8" if ptr == 8 else "<u4", count=len(data) // ptr).astype(np.uint64)
+        near = np.flatnonzero((words >= lo) & (words < hi))
+        if not len(near):
+            continue
+        values = words[near]
+        node = np.searchsorted(graph.addresses, values, side="right") - 1
+        inside = (node >= 0) & (values < graph.addresses[node] + graph.aligned[node].astype(np.uint64))
+        for i, n in zip(near[inside].tolist(), node[inside].tolist()):
+            out.append(Root("stack (conservative)", int(graph.addresses[n]), start + i * ptr, t.id))
+    return out
