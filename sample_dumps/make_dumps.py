@@ -60,11 +60,18 @@ class Kind:
     platform: str  # "linux-x64" | "win-x64" | "win-x86"
     server: bool = False
     single_file: bool = False
-    target: str = "strings"  # "strings" | "types" (trimmed with --types: every object and its type's layout)
+    #: "strings" | "types" (trimmed with --types: every object and its type's layout) | "graph" (likewise, and what
+    #: the object graph reads: the graphs of targets/graph with what it expects)
+    target: str = "strings"
+
+    @property
+    def whole(self) -> bool:
+        """Dumped with every mapping (createdump --full) and trimmed with --types."""
+        return self.target in ("types", "graph")
 
     @property
     def key(self) -> str:
-        name = ("types-" if self.target == "types" else "") + self.platform + ("-svr" if self.server else "") \
+        name = ("" if self.target == "strings" else self.target + "-") + self.platform + ("-svr" if self.server else "") \
             + ("-singlefile" if self.single_file else "")
         return name if self.version == runtimes.EMBEDDED else f"{self.version}:{name}"
 
@@ -84,8 +91,8 @@ class Kind:
         if self.platform.startswith("linux"):
             host = (" (a self-contained app's runtime folder, the target hosted by sample_dumps/corehost.py)"
                     if self.version in runtimes.SELF_CONTAINED else "")
-            how = "--full" if self.target == "types" else "--withheap"
-            trim = "clrlayout trim --types" if self.target == "types" else "clrlayout trim"
+            how = "--full" if self.whole else "--withheap"
+            trim = "clrlayout trim --types" if self.whole else "clrlayout trim"
             return (f"createdump {how} of CoreCLR {self.version} linux-x64 ({runtimes.PACKAGES[self.version][0]})"
                     f"{host}{gc}, then {trim}")
         return (f"Wine 8 dbghelp!MiniDumpWriteDump(MiniDumpWithFullMemory) of CoreCLR {self.version} {self.platform} "
@@ -105,6 +112,8 @@ KINDS += [Kind(v, "win-x64", target="types") for v in ("3.1.23", "8.0.4")]
 KINDS += [Kind(v, "win-x86", target="types") for v in ("2.1.8", "3.1.23")]
 # and one on Linux, for the README's examples of `type` and `dump --layout` (fields of generic structs too)
 KINDS += [Kind("10.0.0", "linux-x64", target="types")]
+# the graph target, for the README's leak hunt and the graph tests that need no runtime
+KINDS += [Kind("10.0.0", "linux-x64", target="graph")]
 BY_KEY = {k.key: k for k in KINDS}
 
 
@@ -122,10 +131,13 @@ TARGET_SOURCES = {
     "strings": ((TARGETS / "strings" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
     "minidumper": ((TARGETS / "minidumper" / "Program.cs",), ()),
     "types": ((TARGETS / "types" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
+    "graph": ((TARGETS / "graph" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
 }
 #: the assemblies built from those sources, in the repository: IL runs on every runtime, so a clone needs no C#
 #: compiler (mcs builds them byte for byte the same: tests/test_targets.py rebuilds and compares them)
 PREBUILT = TARGETS / "bin"
+#: Mono's C# compiler
+MCS = os.environ.get("CLRLAYOUT_MCS", "mcs")
 
 
 def sources_digest(name: str) -> str:
@@ -140,11 +152,11 @@ def compile_targets(build: Path, use_compiler: bool | None = None) -> None:
     """The target assemblies in ``build``: compiled with Mono's C# compiler (mcs) where it is installed (or
     ``use_compiler``), else copied from targets/bin."""
     if use_compiler is None:
-        use_compiler = shutil.which("mcs") is not None
+        use_compiler = shutil.which(MCS) is not None
     for name, (sources, options) in TARGET_SOURCES.items():
         out = build / f"{name}.dll"
         if use_compiler:
-            run(["mcs", *options, "-target:exe", f"-out:{out}", *sources])
+            run([MCS, *options, "-target:exe", f"-out:{out}", *sources])
         else:
             shutil.copyfile(PREBUILT / f"{name}.dll", out)
 
@@ -152,6 +164,8 @@ def compile_targets(build: Path, use_compiler: bool | None = None) -> None:
 def write_prebuilt() -> None:
     """Rebuilds targets/bin (after a target's source changed) and records its sources' digests."""
     compile_targets(PREBUILT, use_compiler=True)
+    for name in TARGET_SOURCES:
+        (PREBUILT / f"{name}.dll").chmod(0o644)
     digests = {name: sources_digest(name) for name in TARGET_SOURCES}
     (PREBUILT / "SOURCES.json").write_text(json.dumps(digests, indent=2) + "\n", encoding="utf-8")
 
@@ -288,6 +302,10 @@ def manifest_entry(kind: Kind, path: Path, truth_path: Path, raw_bytes: int, str
         "holds": (f"{len(truth['objects'])} objects (BCL, own, generic, explicit-layout, Reflection.Emit and array "
                   f"types) with what reflection says of every field, kept with every heap object and what naming and "
                   f"laying out their types reads (clrlayout trim --types)") if kind.target == "types" else
+                 (f"{len(truth['objects'])} objects of known graphs (a chain, a cycle, a shared subtree, a cache, an "
+                  f"object held only by a dependent handle, objects only in the finalization queue, one only on a "
+                  f"thread's stack, dead ones) with their expected reachability and retained sizes, kept with every "
+                  f"heap object and what the object graph reads (clrlayout trim --types)") if kind.target == "graph" else
                  (f"{len(truth['strings'])} known strings (lengths 0-9, non-ASCII, surrogate pair, lone surrogates, "
                   f"embedded U+0000, a 50,000-char LOH string, duplicates, thin lock / nested lock / hash / sync block "
                   f"headers), {len(truth['dead_addresses'])} dead strings, {len(truth['stale_addresses'])} dead strings "
@@ -347,12 +365,12 @@ def main() -> int:
                 # the types target's own assembly is named from its image: a full dump holds it (its file, in a
                 # temporary folder, is gone when the sample is read)
                 raw, truth = make_linux(build, work, server=kind.server, runtime=runtimes.get(kind.version),
-                                        target=kind.target, full=kind.target == "types")
+                                        target=kind.target, full=kind.whole)
             else:
                 raw, truth = make_windows(kind, build, work, args.wine_prefix, target=kind.target)
             out = HERE / kind.file
             # trim --types also keeps what naming reads: a single-file app's assemblies are in anonymous memory
-            result = trim(str(raw), str(out), types=kind.target == "types" or kind.single_file)
+            result = trim(str(raw), str(out), types=kind.whole or kind.single_file)
             truth_out = out.with_name(out.name.rsplit(".", 1)[0] + ".truth.json")
             shutil.copy(truth, truth_out)
             if args.keep_raw:
