@@ -257,8 +257,8 @@ def test_struct_fields_have_the_dacs_method_tables(types_core):
                 ours = fields[f["token"]]
                 assert ours.field_method_table == f["field_mt"], (listing["names"][key], ours.name, ours.type)
                 compared += 1
-                if "`" in ours.type:
-                    generic.add(ours.type)
+                if "`" in ours.reflection_type:
+                    generic.add(ours.reflection_type)
     # the DACs of 8 and 10 know every value-type field of WithGenericStructs (those of 2.2 and 3.1 hosted here
     # name the target's own types "<Unloaded Type>" and list no fields for them); all runtimes know
     # FileStream's Nullable<bool> (on 2.2 precompiled in CoreLib's NGEN image)

@@ -13,6 +13,24 @@ from __future__ import annotations
 import numpy as np
 
 
+def _lowest_semi(v, ancestor, best, semi, dfnum, chain):  # pragma: no cover - also compiled
+    """The ancestor of ``v`` in the forest built so far whose semidominator is lowest (Appel's
+    AncestorWithLowestSemi), compressing the path on the way (iteratively: ``chain`` is scratch space)."""
+    chain[0] = v
+    length = 1
+    while ancestor[ancestor[chain[length - 1]]] != -1:
+        chain[length] = ancestor[chain[length - 1]]
+        length += 1
+    for j in range(length - 2, -1, -1):
+        x = chain[j]
+        a = ancestor[x]
+        b = best[a]
+        ancestor[x] = ancestor[a]
+        if dfnum[semi[b]] < dfnum[semi[best[x]]]:
+            best[x] = b
+    return best[v]
+
+
 def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no cover - also compiled
     dfnum = np.full(n, -1, np.int64)
     vertex = np.full(n, -1, np.int64)
@@ -62,21 +80,7 @@ def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no
             if dfnum[v] <= dfnum[w]:
                 candidate = v
             else:
-                # the ancestor of v (in the forest built so far) with the lowest semidominator, compressing
-                length = 0
-                chain[0] = v
-                length = 1
-                while ancestor[ancestor[chain[length - 1]]] != -1:
-                    chain[length] = ancestor[chain[length - 1]]
-                    length += 1
-                for j in range(length - 2, -1, -1):
-                    x = chain[j]
-                    a = ancestor[x]
-                    b = best[a]
-                    ancestor[x] = ancestor[a]
-                    if dfnum[semi[b]] < dfnum[semi[best[x]]]:
-                        best[x] = b
-                candidate = semi[best[v]]
+                candidate = semi[_lowest_semi(v, ancestor, best, semi, dfnum, chain)]
             if dfnum[candidate] < dfnum[s]:
                 s = candidate
         semi[w] = s
@@ -86,21 +90,7 @@ def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no
         best[w] = w
         v = bucket_head[p]
         while v != -1:
-            # y: the ancestor of v with the lowest semidominator
-            length = 0
-            chain[0] = v
-            length = 1
-            while ancestor[ancestor[chain[length - 1]]] != -1:
-                chain[length] = ancestor[chain[length - 1]]
-                length += 1
-            for j in range(length - 2, -1, -1):
-                x = chain[j]
-                a = ancestor[x]
-                b = best[a]
-                ancestor[x] = ancestor[a]
-                if dfnum[semi[b]] < dfnum[semi[best[x]]]:
-                    best[x] = b
-            y = best[v]
+            y = _lowest_semi(v, ancestor, best, semi, dfnum, chain)
             if semi[y] == semi[v]:
                 idom[v] = p
             else:
@@ -119,11 +109,13 @@ _compiled = None
 
 def _algorithm():
     """The compiled algorithm when numba is installed, else the Python one."""
-    global _compiled
+    global _compiled, _lowest_semi
     if _compiled is None:
         try:
             import numba
 
+            # the helper first: the algorithm calls the compiled one (numba resolves globals when it compiles)
+            _lowest_semi = numba.njit(cache=False, nogil=True)(_lowest_semi)
             _compiled = numba.njit(cache=False, nogil=True)(_lengauer_tarjan)
         except ImportError:  # pragma: no cover
             _compiled = _lengauer_tarjan
