@@ -122,3 +122,24 @@ def test_errors_are_typed(tmp_path):
         assert len(list(dump.runtime.heap.strings())) > 0
         with pytest.raises(clrlayout.HeapNotFound):
             next(dump.runtime.heap.objects())
+
+
+def test_the_graph_api_is_the_commands(capsys):
+    """obj.references(), heap.roots(), heap.is_live(), heap.retained_size() answer as refs, retained and --live."""
+    path = str(SAMPLES / manifest("graph")[0]["file"])
+    truth = {o["name"]: o for o in json.loads((SAMPLES / manifest("graph")[0]["truth"]).read_text())["objects"]}
+    chain = int(truth["chain"]["address"], 16)
+    assert main(["refs", path, hex(chain), "--format", "json"]) == 0
+    refs = json.loads(capsys.readouterr().out)
+    assert main(["stats", path, "--live", "--format", "json"]) == 0
+    live = json.loads(capsys.readouterr().out)
+    with clrlayout.open(path) as dump:
+        heap = dump.runtime.heap
+        head = heap.object_at(chain)
+        assert [hex(o.address) for o in head.references()] == [r["address"] for r in refs["references"]]
+        assert [o.type.name for o in head.references()] == [r["type"] for r in refs["references"]]
+        assert heap.retained_size(head) == refs["retained_size"] and heap.is_live(head)
+        kinds = {r.kind for r in heap.roots()}
+        assert {"strong handle", "pinned handle", "stack (conservative)"} <= kinds
+        assert sum(heap.is_live(o) for o in heap.objects()) == live["count"]
+        assert not heap.is_live(int(truth["stack_local"]["address"], 16), roots=("handles", "finalizer"))

@@ -51,6 +51,15 @@ class HeapObject:
             out[f.name] = None if data is None else f.decode(data, ptr)
         return out
 
+    def references(self) -> list["HeapObject"]:
+        """The objects this one references (its reference fields' and elements' targets, in slot order, and a
+        dependent handle's secondary when this is its primary)."""
+        graph = self._heap.graph()
+        node = graph.graph.node(self.address)
+        if node is None:
+            return []
+        return [self._heap._node_object(graph, int(t)) for t in graph.indices[graph.indptr[node] : graph.indptr[node + 1]]]
+
     def __str__(self) -> str:
         return f"{self.type} at {self.address:#x}"
 
@@ -99,6 +108,39 @@ class Heap:
         """The object whose bytes (header to padding) hold ``address`` (None: none does, or it is free space)."""
         o = self._session.object_at(address)
         return None if o is None or o.is_free else self._object(o)
+
+    # --- the object graph (references, roots, liveness, retained sizes) ------------------------------------
+
+    def graph(self, roots=("handles", "finalizer", "stacks")):
+        """The object graph with these root kinds (:class:`~clrlayout.graph.objectgraph.ObjectGraph`), built once
+        per set of kinds; :class:`~clrlayout.errors.RootsNotFound` where a kind cannot be read."""
+        return self._session.object_graph(tuple(roots))
+
+    def roots(self, roots=("handles", "finalizer", "stacks")) -> list:
+        """The roots (:class:`~clrlayout.graph.roots.Root`: kind, object, address, thread) of these kinds."""
+        return list(self.graph(roots).roots.roots)
+
+    def is_live(self, obj: "HeapObject | int", roots=("handles", "finalizer", "stacks")) -> bool:
+        """Whether the object (or the object at that address) is reachable from the roots."""
+        graph = self.graph(roots)
+        node = graph.graph.node(obj if isinstance(obj, int) else obj.address)
+        return node is not None and bool(graph.live[node])
+
+    def retained_size(self, obj: "HeapObject | int", roots=("handles", "finalizer", "stacks")) -> int:
+        """The bytes the heap would free if the object became unreachable (its dominator subtree's sizes)."""
+        graph = self.graph(roots)
+        node = graph.graph.node(obj if isinstance(obj, int) else obj.address)
+        return 0 if node is None else int(graph.dominators()[1][node])
+
+    def _node_object(self, graph, node: int) -> HeapObject:
+        g = graph.graph
+        mt = int(g.method_tables[node])
+        t = self.type_of(mt)
+        address = int(g.addresses[node])
+        count = (int(g.sizes[node]) - t.base_size) // t.component_size if t.component_size else 0
+        segment = self._session.heap.segment_at(address)
+        generation = segment.generation(address) if segment is not None else "?"
+        return HeapObject(address, t, int(g.sizes[node]), int(g.aligned[node]), count, generation, self)
 
     def _string_value(self, obj: HeapObject) -> str | None:
         from ..findings import Findings

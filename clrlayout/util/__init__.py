@@ -1,0 +1,1 @@
+"""Helpers with no knowledge of .NET: numpy array helpers, address ranges, bit readers, the allocator."""
