@@ -308,4 +308,5 @@ def test_the_live_set_from_the_dacs_handles(graph_cores):
         extra_tables = any(h.table >= heaps for h in ours.values())
         assert (live == seen) if not extra_tables else (seen <= live), \
             (core.path, len(live), len(seen), sorted(seen - live)[:5], sorted(live - seen)[:5])
-        assert len(seen) > 100
+        # the DAC's handles root most of the app, except where it misses the other tables (DATAS)
+        assert len(seen) > 100 if not extra_tables else len(live) > len(seen) + 100, (len(seen), len(live))

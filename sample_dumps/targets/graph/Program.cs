@@ -178,6 +178,8 @@ public static class Graph
         Console.WriteLine("READY " + Process.GetCurrentProcess().Id);
         Console.ReadLine();
         StackGate.Set();
+        Finalized.Gate.Set();  // the finalizer thread runs on, and the process ends at once
         GC.KeepAlive(Chain);
+        Environment.Exit(0);
     }
 }
