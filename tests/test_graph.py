@@ -308,5 +308,6 @@ def test_the_live_set_from_the_dacs_handles(graph_cores):
         extra_tables = any(h.table >= heaps for h in ours.values())
         assert (live == seen) if not extra_tables else (seen <= live), \
             (core.path, len(live), len(seen), sorted(seen - live)[:5], sorted(live - seen)[:5])
-        # the DAC's handles root most of the app, except where it misses the other tables (DATAS)
-        assert len(seen) > 100 if not extra_tables else len(live) > len(seen) + 100, (len(seen), len(live))
+        # the handles root much of the app (the DAC's alone may root little of it where it misses the other
+        # tables under DATAS: those of 85 objects in one run, where all tables root some 450)
+        assert len(live) > 100 and (extra_tables or len(seen) > 100), (len(seen), len(live))
