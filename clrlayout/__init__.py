@@ -28,6 +28,7 @@ _EXPORTS = {
     "HeapObject": ("model", "HeapObject"),
     "ClrType": ("model", "ClrType"),
     "ClrField": ("model", "ClrField"),
+    "diff": ("model.diff", "diff"),
     "Limits": ("limits", "Limits"),
     "DEFAULT_LIMITS": ("limits", "DEFAULT_LIMITS"),
     "ClrLayoutError": ("errors", "ClrLayoutError"),

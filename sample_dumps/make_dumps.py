@@ -194,6 +194,29 @@ def stop_target(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+def make_linux_series(build: Path, work: Path, runtime: runtimes.Runtime, grows: list) -> list:
+    """The graph target on a Linux runtime dumped once, then again after each step of ``grows`` ("grow N": N
+    more objects it leaks): [(core, what the step added: None for the first)]."""
+    truth = work / f"truth-graph-{runtime.version}.json"
+    config = runtime.write_runtimeconfig(build / f"graph-{runtime.version}.runtimeconfig.json")
+    proc, pid = start_target(runtime.command(build / "graph.dll", config, truth), runtime.environment())
+    out = []
+    try:
+        for step, n in enumerate([None, *grows]):
+            if n is not None:
+                proc.stdin.write(f"grow {n}\n")
+                proc.stdin.flush()
+                while not proc.stdout.readline().startswith("READY "):
+                    pass
+            core = work / f"raw-graph-{runtime.version}-{step}.core"
+            run([runtime.createdump, "-f", core, str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            added = json.loads(Path(f"{truth}.{step}").read_text()) if n is not None else None
+            out.append((core, added))
+    finally:
+        stop_target(proc)
+    return out
+
+
 def make_linux(build: Path, work: Path, server: bool = False, runtime: runtimes.Runtime | None = None,
                target: str = "strings", full: bool = False) -> tuple[Path, Path]:
     """The target on a Linux runtime (the embedded 3.1.23 by default), dumped by the runtime's createdump

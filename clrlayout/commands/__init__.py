@@ -1,6 +1,7 @@
 """The commands of ``clrlayout``, one module each: its options, the model it asks, the presenter that writes the
 answer.  :mod:`clrlayout.cli` adds them to the group."""
 
+from .diff import diff
 from .dump import dump
 from .graph import refs, retained, roots
 from .info import info
@@ -13,4 +14,4 @@ from .trim import trim
 from .type import type_
 
 #: in the order ``clrlayout --help`` lists them (alphabetical, as click sorts them)
-COMMANDS = [info, dump, memory, object_, type_, stats, refs, roots, retained, trim, layout, live]
+COMMANDS = [info, dump, memory, object_, type_, stats, refs, roots, retained, diff, trim, layout, live]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import TypeNotFound, UsageError
+from ..errors import TypeNotFound
 from .common import ADDRESS, _open, _preamble, _report, assemblies_option, heap_option, out, profile_option, \
     quiet_option, roots_option
 
@@ -166,15 +166,7 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
                 break
             objects.append({**_named(a, g, node), "size": int(g.aligned[node]),
                             "retained_size": int(retained_bytes[node]), "retained_count": int(retained_count[node])})
-        # by type: each type's objects, and what they retain that no other object of the type already counts
-        types: dict[int, list] = {}
-        live_nodes = np.flatnonzero(live)
-        for mt in np.unique(g.method_tables[live_nodes]).tolist():
-            nodes = live_nodes[g.method_tables[live_nodes] == np.uint64(mt)]
-            own = set(nodes.tolist())
-            top_level = [v for v in nodes.tolist() if not _dominated_by(idom, v, own)]
-            types[mt] = [a.type_name(mt) or f"<unknown type, MT {mt:#x}>", len(nodes), int(g.aligned[nodes].sum()),
-                         int(retained_bytes[top_level].sum()) if top_level else 0]
+        types = {mt: [a.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in og.by_type().items()}
         type_rows = sorted(({"name": n, "count": c, "size": s, "retained_size": r} for n, c, s, r in types.values()),
                            key=lambda r: (-r["retained_size"], r["name"]))[:top]
         record = {"live_objects": int(live.sum()), "live_bytes": int(g.aligned[live].sum()),
@@ -192,19 +184,3 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
             for r in type_rows:
                 out(f"{r['count']:>9,} {r['size']:>12,} {r['retained_size']:>12,}  {r['name']}")
         _report(a, quiet)
-
-
-def _dominated_by(idom, v: int, own: set) -> bool:
-    """Whether a strict dominator of ``v`` is in ``own`` (its retained bytes are then counted there)."""
-    n = len(idom)
-    d = int(idom[v])
-    steps = 0
-    while 0 <= d < n and steps <= n:
-        if d in own:
-            return True
-        d = int(idom[d])
-        steps += 1
-    return False
-
-
-del UsageError

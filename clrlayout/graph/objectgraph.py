@@ -92,3 +92,30 @@ class ObjectGraph:
             retained, count = retained_sizes(idom, order, self.graph.aligned)
             self._dominators = (idom, retained, count)
         return self._dominators
+
+    def by_type(self) -> dict:
+        """MethodTable -> [live objects, their bytes, what they retain]: a type's retained bytes are what its
+        objects retain that no other object of the type already counts (MAT's retained heap of a class)."""
+        g = self.graph
+        idom, retained, _ = self.dominators()
+        live_nodes = np.flatnonzero(self.live)
+        out: dict = {}
+        for mt in np.unique(g.method_tables[live_nodes]).tolist():
+            nodes = live_nodes[g.method_tables[live_nodes] == np.uint64(mt)]
+            own = set(nodes.tolist())
+            top = [v for v in nodes.tolist() if not _dominated_by(idom, v, own)]
+            out[mt] = [len(nodes), int(g.aligned[nodes].sum()), int(retained[top].sum()) if top else 0]
+        return out
+
+
+def _dominated_by(idom, v: int, own: set) -> bool:
+    """Whether a strict dominator of ``v`` is in ``own``."""
+    n = len(idom)
+    d = int(idom[v])
+    steps = 0
+    while 0 <= d < n and steps <= n:
+        if d in own:
+            return True
+        d = int(idom[d])
+        steps += 1
+    return False

@@ -19,6 +19,8 @@ public class Node { public Node Next; public byte[] Payload; }
 public class Holder { public object Child; }
 public class Key { public int Id; }
 public class Value { public byte[] Data; }
+public struct LeakPayload { public long A; public object B; }
+public class LeakItem { public LeakPayload[] Payload; public string Token; }
 
 public class Finalized
 {
@@ -36,6 +38,7 @@ public static class Graph
     public static Holder[] Shared;
     public static Dictionary<string, List<byte[]>> Cache;
     public static Key DependentKey;
+    public static List<LeakItem> Leaks = new List<LeakItem>();
     public static ConditionalWeakTable<Key, Value> Table = new ConditionalWeakTable<Key, Value>();
     static readonly ManualResetEvent StackGate = new ManualResetEvent(false);
     static long stackHeld;
@@ -176,7 +179,25 @@ public static class Graph
         truth.Write("  \"objects\": [\n" + string.Join(",\n", items.ToArray()) + "\n  ]\n}\n");
         truth.Close();
         Console.WriteLine("READY " + Process.GetCurrentProcess().Id);
-        Console.ReadLine();
+        // "grow N": N more LeakItems (each with a LeakPayload[16] and a new "session-token" string) held by a
+        // static list, what they take written to <truth>.<step>, and READY again: a leak between two dumps
+        string line;
+        int step = 0;
+        while ((line = Console.ReadLine()) != null && line.StartsWith("grow "))
+        {
+            int n = int.Parse(line.Substring(5));
+            long bytes = 0;
+            for (int i = 0; i < n; i++)
+            {
+                var item = new LeakItem { Payload = new LeakPayload[16], Token = new string('s', 1) + "ession-token" };
+                Leaks.Add(item);
+                bytes += Aligned(item) + Aligned(item.Payload);
+            }
+            step++;
+            File.WriteAllText(truthPath + "." + step, "{\"leaked\": " + n + ", \"leaked_bytes\": " + bytes +
+                              ", \"token\": \"session-token\", \"held\": " + Leaks.Count + "}\n");
+            Console.WriteLine("READY " + Process.GetCurrentProcess().Id);
+        }
         StackGate.Set();
         Finalized.Gate.Set();  // the finalizer thread runs on, and the process ends at once
         GC.KeepAlive(Chain);

@@ -1,0 +1,187 @@
+"""What grew between dumps (the managed heap's UMDH): per type, matched by name (MethodTable addresses differ
+between processes and runs), the count and bytes in each dump and the change; with the object graph, only
+the reachable objects and each type's retained bytes; and the duplicated string values whose count grew most.
+
+``diff(paths)`` reads each dump once (its statistics by type, as ``stats`` computes them) and compares them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+UNNAMED = "<unknown type, MT {:#x}>"
+
+
+@dataclass
+class DumpTotals:
+    """One dump's side of a comparison."""
+
+    path: str
+    runtime: str
+    arch: str
+    types: dict  # name -> [count, SOS bytes, aligned bytes, retained bytes or None]
+    strings: Counter | None = None  # value -> count (with strings asked for)
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "runtime": self.runtime, "arch": self.arch,
+                "count": sum(v[0] for v in self.types.values()), "bytes": sum(v[1] for v in self.types.values())}
+
+
+@dataclass
+class DiffRow:
+    """One type across the dumps: its count and bytes in each (0 where it is not there)."""
+
+    name: str
+    counts: list
+    sizes: list
+    retained: list = field(default_factory=list)  # with the object graph only
+
+    @property
+    def delta_count(self) -> int:
+        return self.counts[-1] - self.counts[0]
+
+    @property
+    def delta_bytes(self) -> int:
+        return self.sizes[-1] - self.sizes[0]
+
+    @property
+    def delta_retained(self) -> int | None:
+        return self.retained[-1] - self.retained[0] if self.retained else None
+
+    @property
+    def status(self) -> str:
+        """new (only in the last), gone (not in the last), or changed / same."""
+        if not self.counts[0] and self.counts[-1]:
+            return "new"
+        if self.counts[0] and not self.counts[-1]:
+            return "gone"
+        return "changed" if self.delta_count or self.delta_bytes else "same"
+
+    @property
+    def grew_every_step(self) -> bool:
+        return len(self.sizes) > 2 and all(b > a for a, b in zip(self.sizes, self.sizes[1:]))
+
+    def as_dict(self) -> dict:
+        out = {"name": self.name, "status": self.status}
+        if len(self.counts) == 2:
+            out.update(count_before=self.counts[0], count_after=self.counts[1], bytes_before=self.sizes[0],
+                       bytes_after=self.sizes[1])
+            if self.retained:
+                out.update(retained_before=self.retained[0], retained_after=self.retained[1])
+        else:
+            out.update(counts=self.counts, bytes=self.sizes, grew_every_step=self.grew_every_step)
+            if self.retained:
+                out["retained"] = self.retained
+        out.update(delta_count=self.delta_count, delta_bytes=self.delta_bytes)
+        if self.retained:
+            out["delta_retained"] = self.delta_retained
+        return out
+
+
+@dataclass
+class Diff:
+    dumps: list  # DumpTotals, in the order given
+    rows: list  # DiffRow, sorted
+    strings: list = field(default_factory=list)  # (value, [count per dump]) of duplicated values that grew
+    warnings: list = field(default_factory=list)
+
+
+def totals_of(session, live: bool = False, roots=("handles", "finalizer", "stacks"), strings: bool = False,
+              jobs=None) -> DumpTotals:
+    """One dump's per-type totals (by name), of the reachable objects only with ``live``."""
+    from .. import parallel
+    from ..analyses.filters import ObjectFilter
+    from ..analyses.typestats import TypeStats
+
+    session.require_exact("comparing dumps by type")
+    selected = None
+    retained_by_name: dict = {}
+    if live:
+        graph = session.object_graph(tuple(roots))
+        free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
+        selected = ObjectFilter(live_addresses=graph.graph.addresses[graph.live], live=True, free_method_tables=free)
+        retained_by_name = _retained_by_type(session, graph)
+    result = TypeStats()
+
+    def collect(win):
+        part = TypeStats()
+        part.add(win, session.mts, selected)
+        return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
+
+    parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False), absorb=result.merge)
+    types: dict = {}
+    for mt, (n, size, aligned) in result.totals.items():
+        name = session.type_name(mt) or UNNAMED.format(mt)
+        row = types.setdefault(name, [0, 0, 0, None])
+        row[0] += n
+        row[1] += size
+        row[2] += aligned
+    for name, value in retained_by_name.items():
+        if name in types:
+            types[name][3] = value
+    counter = None
+    if strings:
+        counter = Counter(s.value for s in session.strings()
+                          if not live or bool(_is_live(selected, s.address)))
+    rt = session.runtime
+    return DumpTotals(session.dump.path, f"{rt.flavor} {rt.version or '?'}", session.dump.arch, types, counter)
+
+
+def _is_live(selected, address: int) -> bool:
+    from ..analyses.filters import is_in
+
+    return bool(is_in(selected.live_addresses, [address])[0])
+
+
+def _retained_by_type(session, graph) -> dict:
+    """Each type's retained bytes, by name."""
+    out: dict = {}
+    for mt, (_, _, retained) in graph.by_type().items():
+        name = session.type_name(mt) or UNNAMED.format(mt)
+        out[name] = out.get(name, 0) + retained
+    return out
+
+
+def compare(sides: list, sort: str = "bytes") -> Diff:
+    """The rows of a comparison of ``sides`` (DumpTotals, oldest first), the largest growth first."""
+    names = sorted(set().union(*(s.types for s in sides)))
+    with_retained = all(any(v[3] is not None for v in s.types.values()) for s in sides)
+    rows = []
+    for name in names:
+        values = [s.types.get(name, [0, 0, 0, None]) for s in sides]
+        rows.append(DiffRow(name, [v[0] for v in values], [v[1] for v in values],
+                            [v[3] or 0 for v in values] if with_retained else []))
+    key = {"bytes": lambda r: (-r.delta_bytes, -r.delta_count, r.name),
+           "count": lambda r: (-r.delta_count, -r.delta_bytes, r.name),
+           "retained": lambda r: (-(r.delta_retained or 0), -r.delta_bytes, r.name)}[sort]
+    rows.sort(key=key)
+    warnings = []
+    first = sides[0]
+    for s in sides[1:]:
+        if (s.runtime, s.arch) != (first.runtime, first.arch):
+            warnings.append(f"{s.path} is {s.runtime} {s.arch} and {first.path} {first.runtime} {first.arch}: "
+                            "object sizes differ between runtimes and architectures, so bytes are not comparable "
+                            "(both are shown)")
+    strings = []
+    if all(s.strings is not None for s in sides):
+        values = set().union(*(s.strings for s in sides))
+        grown = [(v, [s.strings.get(v, 0) for s in sides]) for v in values]
+        grown = [(v, c) for v, c in grown if c[-1] > 1 and c[-1] > c[0]]
+        grown.sort(key=lambda vc: (-(vc[1][-1] - vc[1][0]), vc[0]))
+        strings = grown
+    return Diff(sides, rows, strings, warnings)
+
+
+def diff(*paths, live: bool = False, roots=("handles", "finalizer", "stacks"), strings: bool = False,
+         sort: str = "bytes") -> Diff:
+    """Compare dumps of one application, oldest first: :class:`Diff` (its ``rows`` are :class:`DiffRow`)."""
+    from ..limits import DEFAULT_LIMITS
+    from ..session import open_session
+
+    if len(paths) < 2:
+        raise ValueError("diff compares two dumps or more")
+    sides = []
+    for path in paths:
+        with open_session(path, limits=DEFAULT_LIMITS) as session:
+            sides.append(totals_of(session, live, roots, strings))
+    return compare(sides, sort)
