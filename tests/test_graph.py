@@ -15,6 +15,8 @@ import sys
 import numpy as np
 import pytest
 
+import clrlayout
+
 from clrlayout.cli import main
 from clrlayout.graph.build import build_graph
 from clrlayout.graph.dominators import _lengauer_tarjan, dominator_tree, retained_sizes
@@ -311,3 +313,39 @@ def test_the_live_set_from_the_dacs_handles(graph_cores):
         # the handles root much of the app (the DAC's alone may root little of it where it misses the other
         # tables under DATAS: those of 85 objects in one run, where all tables root some 450)
         assert len(live) > 100 and (extra_tables or len(seen) > 100), (len(seen), len(live))
+
+
+@pytest.mark.parametrize("entry", manifest("graph") + manifest("types")[:1], ids=lambda e: e["file"])
+def test_retained_by_type_counts_no_object_twice(entry):
+    """A type's retained bytes: its objects' retained sizes, but for those dominated by another of the type
+    (found here by climbing each object's dominators); one walk of the tree does it (compiled and not)."""
+    from clrlayout.graph.dominators import _tops, top_of_kind
+
+    with open_session(SAMPLES / entry["file"]) as s:
+        kinds = ("stacks",) if entry["target"].endswith("types/Program.cs") else ("handles", "finalizer")
+        try:
+            og = s.object_graph(kinds)
+        except clrlayout.ClrLayoutError:
+            pytest.skip("no roots of these kinds in this trimmed sample")  # pragma: no cover
+        g = og.graph
+        idom, retained, _ = og.dominators()
+        n = g.count
+        expect: dict = {}
+        for v in np.flatnonzero(og.live).tolist():
+            mt = int(g.method_tables[v])
+            d = int(idom[v])
+            while 0 <= d < n and int(g.method_tables[d]) != mt:
+                d = int(idom[d])
+            if not 0 <= d < n:
+                expect[mt] = expect.get(mt, 0) + int(retained[v])
+        assert {mt: row[2] for mt, row in og.by_type().items() if row[2]} == {m: r for m, r in expect.items() if r}
+        _, kinds_of = np.unique(g.method_tables, return_inverse=True)
+        compiled = top_of_kind(idom, kinds_of)
+        import clrlayout.graph.dominators as dominators
+
+        saved = dominators._compiled_tops
+        try:
+            dominators._compiled_tops = _tops
+            assert (top_of_kind(idom, kinds_of) == compiled).all()
+        finally:
+            dominators._compiled_tops = saved

@@ -171,3 +171,60 @@ def retained_sizes(idom: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> tu
     count[order] = 1
     _compiled_sum(order, np.asarray(idom, dtype=np.int64), retained, count)
     return retained[:n], count[:n]
+
+
+def _tops(children_ptr, children, root, kinds, kind_count):  # pragma: no cover - also compiled
+    """Depth-first over the dominator tree: for each node, whether none of its strict dominators is of its own
+    kind (how many of each kind are on the path from the root is counted on the way)."""
+    n = len(kinds)
+    top = np.zeros(n, np.bool_)
+    active = np.zeros(kind_count, np.int64)
+    stack = np.empty(n + 1, np.int64)
+    cursor = np.empty(n + 1, np.int64)
+    depth = 0
+    stack[0] = root
+    cursor[0] = children_ptr[root]
+    while depth >= 0:
+        v = stack[depth]
+        e = cursor[depth]
+        if e < children_ptr[v + 1]:
+            cursor[depth] = e + 1
+            w = children[e]
+            top[w] = active[kinds[w]] == 0
+            active[kinds[w]] += 1
+            depth += 1
+            stack[depth] = w
+            cursor[depth] = children_ptr[w]
+        else:
+            if v != root:
+                active[kinds[v]] -= 1
+            depth -= 1
+    return top
+
+
+_compiled_tops = None
+
+
+def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """Which reachable nodes have no strict dominator of their own kind (``kinds``: a small integer per node;
+    unreachable nodes are not top): what a kind's retained size sums, without counting a node twice.  One
+    walk of the dominator tree, whatever its depth."""
+    global _compiled_tops
+    if _compiled_tops is None:
+        try:
+            import numba
+
+            _compiled_tops = numba.njit(cache=False, nogil=True)(_tops)
+        except ImportError:  # pragma: no cover
+            _compiled_tops = _tops
+    n = len(idom)
+    reachable = np.flatnonzero(idom >= 0)
+    parents = np.asarray(idom[reachable], dtype=np.int64)  # the virtual root is node n
+    by_parent = np.argsort(parents, kind="stable")
+    children = reachable[by_parent].astype(np.int64)
+    children_ptr = np.zeros(n + 2, dtype=np.int64)
+    np.cumsum(np.bincount(parents, minlength=n + 1), out=children_ptr[1:])
+    kinds = np.asarray(kinds, dtype=np.int64)
+    full_kinds = np.concatenate([kinds, [0]])
+    top = _compiled_tops(children_ptr, children, n, full_kinds, int(kinds.max(initial=0)) + 1)
+    return top[:n]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .build import HeapGraph
-from .dominators import dominator_tree, retained_sizes
+from .dominators import dominator_tree, retained_sizes, top_of_kind
 from .reach import breadth_first, gather
 from .roots import Roots
 
@@ -98,24 +98,11 @@ class ObjectGraph:
         objects retain that no other object of the type already counts (MAT's retained heap of a class)."""
         g = self.graph
         idom, retained, _ = self.dominators()
-        live_nodes = np.flatnonzero(self.live)
-        out: dict = {}
-        for mt in np.unique(g.method_tables[live_nodes]).tolist():
-            nodes = live_nodes[g.method_tables[live_nodes] == np.uint64(mt)]
-            own = set(nodes.tolist())
-            top = [v for v in nodes.tolist() if not _dominated_by(idom, v, own)]
-            out[mt] = [len(nodes), int(g.aligned[nodes].sum()), int(retained[top].sum()) if top else 0]
-        return out
-
-
-def _dominated_by(idom, v: int, own: set) -> bool:
-    """Whether a strict dominator of ``v`` is in ``own``."""
-    n = len(idom)
-    d = int(idom[v])
-    steps = 0
-    while 0 <= d < n and steps <= n:
-        if d in own:
-            return True
-        d = int(idom[d])
-        steps += 1
-    return False
+        live = self.live
+        table, kinds = np.unique(g.method_tables, return_inverse=True)
+        top = top_of_kind(idom, kinds) & live
+        k = len(table)
+        counts = np.bincount(kinds[live], minlength=k)
+        sizes = np.bincount(kinds[live], weights=g.aligned[live], minlength=k)
+        kept = np.bincount(kinds[top], weights=retained[top], minlength=k)
+        return {int(table[i]): [int(counts[i]), int(sizes[i]), int(kept[i])] for i in np.flatnonzero(counts)}
