@@ -104,22 +104,28 @@ def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no
     return idom, vertex[:count]
 
 
-_compiled = None
+#: each loop compiled once, by its name
+_compiled: dict = {}
 
 
-def _algorithm():
-    """The compiled algorithm when numba is installed, else the Python one."""
-    global _compiled, _lowest_semi
-    if _compiled is None:
+def _jit(function):
+    """``function`` compiled by numba when it is installed (once), else as it is."""
+    if function.__name__ not in _compiled:
         try:
             import numba
 
-            # the helper first: the algorithm calls the compiled one (numba resolves globals when it compiles)
-            _lowest_semi = numba.njit(cache=False, nogil=True)(_lowest_semi)
-            _compiled = numba.njit(cache=False, nogil=True)(_lengauer_tarjan)
+            _compiled[function.__name__] = numba.njit(cache=False, nogil=True)(function)
         except ImportError:  # pragma: no cover
-            _compiled = _lengauer_tarjan
-    return _compiled
+            _compiled[function.__name__] = function
+    return _compiled[function.__name__]
+
+
+def _algorithm():
+    """The compiled algorithm when numba is installed, else the Python one; its helper first: the algorithm
+    calls the compiled one (numba resolves globals when it compiles)."""
+    global _lowest_semi
+    _lowest_semi = _jit(_lowest_semi)
+    return _jit(_lengauer_tarjan)
 
 
 def dominator_tree(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,28 +154,17 @@ def _accumulate(order, idom, retained, count):  # pragma: no cover - also compil
         count[d] += count[v]
 
 
-_compiled_sum = None
-
-
 def retained_sizes(idom: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(retained bytes, retained objects) of every node: its own plus its dominator subtree's (0 for a node
     that is not reachable).  Every node comes after its dominator in ``order``: adding each to its dominator,
     last first, sums whole subtrees."""
-    global _compiled_sum
-    if _compiled_sum is None:
-        try:
-            import numba
-
-            _compiled_sum = numba.njit(cache=False, nogil=True)(_accumulate)
-        except ImportError:  # pragma: no cover
-            _compiled_sum = _accumulate
     n = len(idom)
     retained = np.zeros(n + 1, dtype=np.int64)
     count = np.zeros(n + 1, dtype=np.int64)
     order = np.asarray(order, dtype=np.int64)
     retained[order] = sizes[order]
     count[order] = 1
-    _compiled_sum(order, np.asarray(idom, dtype=np.int64), retained, count)
+    _jit(_accumulate)(order, np.asarray(idom, dtype=np.int64), retained, count)
     return retained[:n], count[:n]
 
 
@@ -202,21 +197,10 @@ def _tops(children_ptr, children, root, kinds, kind_count):  # pragma: no cover 
     return top
 
 
-_compiled_tops = None
-
-
 def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     """Which reachable nodes have no strict dominator of their own kind (``kinds``: a small integer per node;
     unreachable nodes are not top): what a kind's retained size sums, without counting a node twice.  One
     walk of the dominator tree, whatever its depth."""
-    global _compiled_tops
-    if _compiled_tops is None:
-        try:
-            import numba
-
-            _compiled_tops = numba.njit(cache=False, nogil=True)(_tops)
-        except ImportError:  # pragma: no cover
-            _compiled_tops = _tops
     n = len(idom)
     reachable = np.flatnonzero(idom >= 0)
     parents = np.asarray(idom[reachable], dtype=np.int64)  # the virtual root is node n
@@ -226,5 +210,5 @@ def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     np.cumsum(np.bincount(parents, minlength=n + 1), out=children_ptr[1:])
     kinds = np.asarray(kinds, dtype=np.int64)
     full_kinds = np.concatenate([kinds, [0]])
-    top = _compiled_tops(children_ptr, children, n, full_kinds, int(kinds.max(initial=0)) + 1)
+    top = _jit(_tops)(children_ptr, children, n, full_kinds, int(kinds.max(initial=0)) + 1)
     return top[:n]
