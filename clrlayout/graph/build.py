@@ -171,12 +171,11 @@ def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> Heap
         addresses = win.offsets[kept].astype(np.uint64) + np.uint64(win.base)
         addr_parts.append(addresses)
         mt_parts.append(win.method_tables[kept])
-        table = {m: mts.get(m) for m in np.unique(win.method_tables[kept]).tolist()}
-        base = np.array([table[m].base_size for m in win.method_tables[kept].tolist()], dtype=np.int64) \
-            if len(kept) else np.zeros(0, dtype=np.int64)
-        comp = np.array([table[m].component_size for m in win.method_tables[kept].tolist()], dtype=np.int64) \
-            if len(kept) else np.zeros(0, dtype=np.int64)
-        size_parts.append(base + comp * win.counts[kept].astype(np.int64))
+        # sizes per MethodTable, then gathered (not looked up per object)
+        kinds, which = np.unique(win.method_tables[kept], return_inverse=True)
+        base = np.array([mts.get(m).base_size for m in kinds.tolist()], dtype=np.int64)
+        comp = np.array([mts.get(m).component_size for m in kinds.tolist()], dtype=np.int64)
+        size_parts.append(base[which] + comp[which] * win.counts[kept].astype(np.int64))
         aligned_parts.append(win.aligned[kept].astype(np.int64))
         base_index += len(kept)
     addresses = np.concatenate(addr_parts) if addr_parts else np.zeros(0, dtype=np.uint64)
