@@ -129,6 +129,25 @@ def test_crafted_minidump(tmp_path):
         assert any("ModuleList" in w for w in d.warnings)
 
 
+def test_values_a_lossy_parser_drops_are_read(tmp_path):
+    """Windows arm64 (PROCESSOR_ARCHITECTURE 12), a guard page (PAGE_READWRITE | PAGE_GUARD) and the MiscInfo
+    process id: the values the ``minidump`` package's enums raise on or drop."""
+    info = struct.pack("<IIQ", 16, 48, 1) + struct.pack("<QQIIQIIII", 0x10000, 0x10000, 4, 0, 0x1000,
+                                                          0x1000, 0x104, 0x20000, 0)
+    misc = struct.pack("<III", 24, 1, 4242) + b"\0" * 12
+    data = bytearray(_minidump([(16, info), (15, misc)]))
+    struct.pack_into("<H", data, data.index(struct.pack("<HHH", 9, 6, 0)), 12)
+    p = tmp_path / "m.dmp"
+    p.write_bytes(data)
+    with open_dump(str(p)) as d:
+        assert d.arch == "arm64" and d.pid == 4242
+        assert [(m.base, m.state, m.type, m.protect) for m in d.memory_info] == [(0x10000, "commit", "private", 0x104)]
+    struct.pack_into("<I", data, data.index(misc) + 4, 0)  # the flag says: no process id
+    p.write_bytes(data)
+    with open_dump(str(p)) as d:
+        assert d.pid is None
+
+
 def test_memory_count_larger_than_the_stream_is_cut(tmp_path):
     p = tmp_path / "m.dmp"
     p.write_bytes(_minidump([], count_override=0xFFFFFFFF))

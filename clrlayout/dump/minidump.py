@@ -1,24 +1,27 @@
-"""Windows minidumps (MDMP), read on any OS.
+"""Windows minidumps (MDMP), read on any OS: one reader, one function per stream.
 
-The header and stream directory are parsed here with construct, with every count and RVA checked against
-the file and :class:`~clrlayout.limits.Limits`.  The streams clrlayout needs (SystemInfo, ModuleList,
-MemoryList, Memory64List, ThreadList, MiscInfo) are then parsed by the ``minidump`` package, fed through
-a bounded file view and guarded so that none of its exceptions escape.  Unknown and reserved stream types
-(Wine writes a private 0xFFF0 stream that makes minidump 0.0.24 raise ValueError) are skipped, and
-listed by ``info`` (``other_streams``).
+The structures are construct structs with the names of minidumpapiset.h; the same structs write the
+dumps that ``trim`` makes, so reading and writing share one definition of the format.  Every count and
+RVA is checked against the file and :class:`~clrlayout.limits.Limits` before anything is read.  The
+streams clrlayout needs (SystemInfo, ModuleList, MemoryList, Memory64List, ThreadList, MemoryInfoList,
+MiscInfo) each have a function here.  Unknown and reserved stream types (Wine writes a private 0xFFF0
+one) are skipped and listed by ``info`` (``other_streams``).
+
+The ``minidump`` package was a second reader before: it is not used any more, because its enums raise on
+values real dumps hold (PROCESSOR_ARCHITECTURE_ARM64 = 12, Breakpad's platform ids) or drop them (a
+guard page's protection, PAGE_READWRITE | PAGE_GUARD), and it loops over counts read from the file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from construct import Array, Bytes, Const, ConstructError, Int16ul, Int32ul, Int64ul, Struct, this
 
 from .addrspace import AddressSpace
-from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
+from ..errors import MalformedDump, TruncatedDump
 from ..limits import Limits
-from .model import BoundedReader, Dump, MemoryInfo, Module, Thread
+from .model import Dump, MemoryInfo, Module, Thread
 
 # --- raw structures (names as in minidumpapiset.h); also used by trim to write dumps ----------------
 
@@ -89,6 +92,8 @@ MINIDUMP_MEMORY_INFO = Struct(
     "Type" / Int32ul,
     "_alignment2" / Int32ul,
 )
+MINIDUMP_MISC_INFO = Struct("SizeOfInfo" / Int32ul, "Flags1" / Int32ul, "ProcessId" / Int32ul)
+MINIDUMP_MISC1_PROCESS_ID = 0x1
 MINIDUMP_STRING_HEADER = Struct("Length" / Int32ul)
 MINIDUMP_STRING = Struct("Length" / Int32ul, "Buffer" / Bytes(this.Length))
 
@@ -141,12 +146,13 @@ def _version(ms: int, ls: int) -> tuple[int, int, int, int]:
 
 
 class _Reader:
+    """The file and what reading it found wrong; every struct is parsed through :meth:`parse`."""
+
     def __init__(self, path: str, source, limits: Limits):
         self.path = path
         self.source = source
         self.limits = limits
         self.warnings: list[str] = []
-        self.file = BoundedReader(source, limits.max_stream_bytes)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -160,8 +166,27 @@ class _Reader:
         except ConstructError as e:
             raise MalformedDump(f"bad {what}: {e}", self.path, offset) from e
 
-    def stream_bytes_ok(self, entry, what: str) -> bool:
+    def entries(self, struct, offset: int, count: int):
+        """``count`` structs back to back from ``offset`` (the count already checked to fit)."""
+        raw = self.source.pread(offset, count * struct.sizeof())
+        return Array(len(raw) // struct.sizeof(), struct).parse(raw)
+
+    def string(self, rva: int) -> str | None:
+        """A MINIDUMP_STRING (UTF-16LE, its length in bytes first), at most ``max_name_chars`` long."""
+        if not rva:
+            return None
+        head = self.source.pread(rva, 4)
+        if len(head) < 4:
+            return None
+        length = min(int.from_bytes(head, "little"), 2 * self.limits.max_name_chars) & ~1
+        return self.source.pread(rva + 4, length).decode("utf-16-le", errors="replace")
+
+    def stream(self, entry, what: str, header: int) -> bool:
+        """Whether a stream of at least ``header`` bytes is in the file and within the limit (else, but for an
+        empty stream, a warning)."""
         size, rva = entry.Location.DataSize, entry.Location.Rva
+        if size < header:  # an empty stream (some writers emit them): nothing to read
+            return False
         if size > self.limits.max_stream_bytes:
             self.warn(f"{what} stream of {size:,} bytes is over the limit; skipped")
             return False
@@ -182,48 +207,64 @@ class _Reader:
             count = limit
         return count
 
-    def call_package(self, what: str, fn, *args):
-        """Run one of the minidump package's parsers; its exceptions become a warning and None."""
-        try:
-            return fn(*args)
-        except ClrLayoutError:
-            raise
-        except Exception as e:  # the package raises bare Exception, ValueError, KeyError, ...
-            self.warn(f"{what} stream could not be parsed ({type(e).__name__}: {e}); skipped")
-            return None
-
-
-def _as_dir(entry, size: int | None = None):
-    """A MINIDUMP_DIRECTORY look-alike for the package's parsers."""
-    return SimpleNamespace(Location=SimpleNamespace(Rva=entry.Location.Rva,
-                                                    DataSize=entry.Location.DataSize if size is None else size))
+    def list_count(self, entry, item: int, what: str, limit_name: str) -> int:
+        """The checked count of a stream that is a 32-bit count followed by ``item``-byte entries."""
+        count = int.from_bytes(self.source.pread(entry.Location.Rva, 4), "little")
+        return self.fitting_count(entry, count, 4, item, what, limit_name)
 
 
 def read_minidump(path: str, source, limits: Limits) -> Dump:
-    from minidump.streams.MemoryListStream import MinidumpMemoryList
-    from minidump.streams.Memory64ListStream import MinidumpMemory64List
-    from minidump.streams.MiscInfoStream import MinidumpMiscInfo
-    from minidump.streams.ModuleListStream import MinidumpModuleList
-    from minidump.streams.SystemInfoStream import MinidumpSystemInfo
-
     r = _Reader(path, source, limits)
     header = r.parse(MINIDUMP_HEADER, 0, "minidump header")
+    container = MinidumpContainer(header=header)
+    streams = _directory(r, header, container)
+
+    arch, os_name, os_version = _system_info(r, streams.get(SYSTEM_INFO))
+    pointer_size = POINTER_SIZES.get(arch, 8)
+    regions = []
+    for kind, read in (("Memory64List", _memory64_list), ("MemoryList", _memory_list)):
+        found = read(r, streams.get(MEMORY64_LIST if kind == "Memory64List" else MEMORY_LIST))
+        if found is not None:
+            container.memory_list_kind = container.memory_list_kind or kind
+            regions += found
+    modules = _module_list(r, streams.get(MODULE_LIST))
+    threads = _thread_list(r, streams.get(THREAD_LIST), arch)
+    memory_info = _memory_info_list(r, streams.get(MEMORY_INFO_LIST))
+    pid = _misc_info(r, streams.get(MISC_INFO))
+
+    # streams of other types (Wine's private 0xFFF0, a tool's own) are not read: not a problem of the dump's,
+    # so no warning; `info` lists them
+    # a dump that is not a full-memory one leaves memory out; its MemoryInfoList, if any, says which
+    # ... and memory its lists describe but the file (cut short) does not hold is missing too
+    committed = [(m.base, m.end) for m in memory_info if m.state == "commit"]
+    described = committed + [(start, start + size) for start, size, _ in regions]
+    space = AddressSpace(source, _clip_to_file(regions, source.size), pointer_size, limits=limits,
+                         described=described, partial=not committed and not header.Flags & MINIDUMP_WITH_FULL_MEMORY)
+    if space.overlaps:
+        r.warn(f"{space.overlaps} memory ranges overlap others; the first copy is used")
+    expected = max([header.StreamDirectoryRva + len(container.directory) * DIRECTORY_ENTRY_SIZE]
+                   + [rva + size for _, size, rva in container.directory if size]
+                   + [offset + size for _, size, offset in regions])
+    return Dump(path=path, format="minidump", arch=arch, pointer_size=pointer_size, os=os_name,
+                memory=space, modules=modules, threads=threads, pid=pid, os_version=os_version,
+                memory_info=memory_info, file_size=source.size, expected_size=expected,
+                warnings=r.warnings, container=container)
+
+
+def _directory(r: _Reader, header, container: MinidumpContainer) -> dict:
+    """The stream directory: the first entry of each known stream type, by type."""
     count = header.NumberOfStreams
-    if count > limits.max_streams:
-        r.warn(f"header says {count:,} streams, over the limit of {limits.max_streams:,}")
-        count = limits.max_streams
-    fits = max(0, (source.size - header.StreamDirectoryRva) // DIRECTORY_ENTRY_SIZE)
+    if count > r.limits.max_streams:
+        r.warn(f"header says {count:,} streams, over the limit of {r.limits.max_streams:,}")
+        count = r.limits.max_streams
+    fits = max(0, (r.source.size - header.StreamDirectoryRva) // DIRECTORY_ENTRY_SIZE)
     if count > fits:
         if fits == 0:
-            raise TruncatedDump("the stream directory is not in the file", path, header.StreamDirectoryRva)
+            raise TruncatedDump("the stream directory is not in the file", r.path, header.StreamDirectoryRva)
         r.warn(f"the stream directory is cut short: {fits} of {count} entries are in the file")
         count = fits
-    raw = source.pread(header.StreamDirectoryRva, count * DIRECTORY_ENTRY_SIZE)
-    directory = Array(count, MINIDUMP_DIRECTORY).parse(raw)
-    container = MinidumpContainer(header=header)
-
     streams: dict[int, object] = {}
-    for entry in directory:
+    for entry in r.entries(MINIDUMP_DIRECTORY, header.StreamDirectoryRva, count):
         container.directory.append((entry.StreamType, entry.Location.DataSize, entry.Location.Rva))
         if entry.StreamType == 0:  # UnusedStream: padding entries (Wine rounds the count up)
             continue
@@ -234,141 +275,89 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
             r.warn(f"stream type {entry.StreamType} appears twice; the first is used")
             continue
         streams[entry.StreamType] = entry
+    return streams
 
-    # SystemInfo: arch and OS
-    arch, os_name, os_version = "unknown", "windows", None
-    entry = streams.get(SYSTEM_INFO)
-    if entry is not None and entry.Location.DataSize >= SYSTEM_INFO_PREFIX.sizeof() and r.stream_bytes_ok(entry, "SystemInfo"):
-        si = r.parse(SYSTEM_INFO_PREFIX, entry.Location.Rva, "SystemInfo stream")
-        arch = PROCESSOR_ARCHITECTURES.get(si.ProcessorArchitecture, "unknown")
-        if arch == "unknown":
-            r.warn(f"unknown processor architecture {si.ProcessorArchitecture:#x}")
-        os_name = PLATFORMS.get(si.PlatformId, "unknown")
-        os_version = f"{si.MajorVersion}.{si.MinorVersion}.{si.BuildNumber}"
-        info = r.call_package("SystemInfo", MinidumpSystemInfo.parse, _as_dir(entry), r.file)
-        if info is not None and getattr(info, "CSDVersion", None) and info.CSDVersion != "<STRING_DECODE_FAILED>":
-            os_version += f" {info.CSDVersion}"
-    else:
+
+def _system_info(r: _Reader, entry) -> tuple[str, str, str | None]:
+    """SystemInfo: the architecture, the OS and its version."""
+    if entry is None or not r.stream(entry, "SystemInfo", SYSTEM_INFO_PREFIX.sizeof()):
         r.warn("no usable SystemInfo stream: architecture unknown")
-    pointer_size = POINTER_SIZES.get(arch, 8)
+        return "unknown", "windows", None
+    si = r.parse(SYSTEM_INFO_PREFIX, entry.Location.Rva, "SystemInfo stream")
+    arch = PROCESSOR_ARCHITECTURES.get(si.ProcessorArchitecture, "unknown")
+    if arch == "unknown":
+        r.warn(f"unknown processor architecture {si.ProcessorArchitecture:#x}")
+    os_version = f"{si.MajorVersion}.{si.MinorVersion}.{si.BuildNumber}"
+    service_pack = r.string(si.CSDVersionRva)
+    if service_pack:
+        os_version += f" {service_pack}"
+    return arch, PLATFORMS.get(si.PlatformId, "unknown"), os_version
 
-    # Memory: Memory64List (full-memory dumps) and/or MemoryList
-    regions = []
-    entry = streams.get(MEMORY64_LIST)
-    if entry is not None and entry.Location.DataSize >= MINIDUMP_MEMORY64_LIST_HEADER.sizeof() and r.stream_bytes_ok(entry, "Memory64List"):
-        head = r.parse(MINIDUMP_MEMORY64_LIST_HEADER, entry.Location.Rva, "Memory64List header")
-        n = r.fitting_count(entry, head.NumberOfMemoryRanges, 16, MEMORY_DESCRIPTOR64_SIZE, "Memory64List", "max_memory_ranges")
-        mem = r.call_package("Memory64List", MinidumpMemory64List.parse, _as_dir(entry, 16 + 16 * n), r.file)
-        if mem is not None:
-            container.memory_list_kind = "Memory64List"
-            for seg in mem.memory_segments[:n]:
-                regions.append((seg.start_virtual_address, seg.size, seg.start_file_address))
-    entry = streams.get(MEMORY_LIST)
-    if entry is not None and entry.Location.DataSize >= 4 and r.stream_bytes_ok(entry, "MemoryList"):
-        n = r.fitting_count(entry, int.from_bytes(source.pread(entry.Location.Rva, 4), "little"), 4,
-                            MEMORY_DESCRIPTOR_SIZE, "MemoryList", "max_memory_ranges")
-        mem = r.call_package("MemoryList", MinidumpMemoryList.parse, _as_dir(entry, 4 + 16 * n),
-                             _PatchedCount(source, 4 + 16 * n, entry.Location.Rva, n))
-        if mem is not None:
-            container.memory_list_kind = container.memory_list_kind or "MemoryList"
-            for seg in mem.memory_segments[:n]:
-                regions.append((seg.start_virtual_address, seg.size, seg.start_file_address))
-    raw_regions = list(regions)
-    regions = _clip_to_file(r, regions, source.size)
 
-    # ModuleList
-    modules = []
-    entry = streams.get(MODULE_LIST)
-    if entry is not None and entry.Location.DataSize >= 4 and r.stream_bytes_ok(entry, "ModuleList"):
-        n = r.fitting_count(entry, int.from_bytes(source.pread(entry.Location.Rva, 4), "little"), 4,
-                            MODULE_SIZE, "ModuleList", "max_modules")
-        # One view serves the list and the names the package reads by RVA: no read may exceed either.
-        view = _PatchedCount(source, max(4 + MODULE_SIZE * n, 4 + 2 * limits.max_name_chars), entry.Location.Rva, n)
-        mods = r.call_package("ModuleList", MinidumpModuleList.parse, _as_dir(entry, 4 + MODULE_SIZE * n), view)
-        for m in (mods.modules if mods is not None else [])[:n]:
-            vi = m.versioninfo
-            file_version = product_version = None
-            if vi is not None and vi.dwSignature == 0xFEEF04BD:
-                file_version = _version(vi.dwFileVersionMS, vi.dwFileVersionLS)
-                product_version = _version(vi.dwProductVersionMS, vi.dwProductVersionLS)
-            name = m.name if isinstance(m.name, str) else ""
-            modules.append(Module(path=name, base=m.baseaddress, size=m.size, file_version=file_version,
-                                  product_version=product_version, timestamp=m.timestamp))
-    else:
+def _memory64_list(r: _Reader, entry) -> list | None:
+    """Memory64List (full-memory dumps): ranges stored back to back from BaseRva."""
+    if entry is None or not r.stream(entry, "Memory64List", MINIDUMP_MEMORY64_LIST_HEADER.sizeof()):
+        return None
+    head = r.parse(MINIDUMP_MEMORY64_LIST_HEADER, entry.Location.Rva, "Memory64List header")
+    n = r.fitting_count(entry, head.NumberOfMemoryRanges, 16, MEMORY_DESCRIPTOR64_SIZE, "Memory64List",
+                        "max_memory_ranges")
+    regions, offset = [], head.BaseRva
+    for d in r.entries(MINIDUMP_MEMORY_DESCRIPTOR64, entry.Location.Rva + 16, n):
+        regions.append((d.StartOfMemoryRange, d.DataSize, offset))
+        offset += d.DataSize
+    return regions
+
+
+def _memory_list(r: _Reader, entry) -> list | None:
+    """MemoryList: ranges, each with its own RVA."""
+    if entry is None or not r.stream(entry, "MemoryList", 4):
+        return None
+    n = r.list_count(entry, MEMORY_DESCRIPTOR_SIZE, "MemoryList", "max_memory_ranges")
+    return [(d.StartOfMemoryRange, d.Memory.DataSize, d.Memory.Rva)
+            for d in r.entries(MINIDUMP_MEMORY_DESCRIPTOR, entry.Location.Rva + 4, n)]
+
+
+def _module_list(r: _Reader, entry) -> list[Module]:
+    """ModuleList: every module's path, base, size, timestamp and version resource."""
+    if entry is None or not r.stream(entry, "ModuleList", 4):
         r.warn("no usable ModuleList stream")
-
-    threads = []
-    entry = streams.get(THREAD_LIST)
-    if entry is not None and entry.Location.DataSize >= 4 and r.stream_bytes_ok(entry, "ThreadList"):
-        n = r.fitting_count(entry, int.from_bytes(source.pread(entry.Location.Rva, 4), "little"), 4,
-                            THREAD_SIZE, "ThreadList", "max_threads")
-        raw = source.pread(entry.Location.Rva + 4, n * THREAD_SIZE)
-        threads = [_thread(source, t, arch) for t in Array(len(raw) // THREAD_SIZE, MINIDUMP_THREAD).parse(raw)]
-
-    memory_info = []
-    entry = streams.get(MEMORY_INFO_LIST)
-    if entry is not None and entry.Location.DataSize >= MINIDUMP_MEMORY_INFO_LIST.sizeof() \
-            and r.stream_bytes_ok(entry, "MemoryInfoList"):
-        memory_info = _memory_info(r, source, entry)
-
-    pid = None
-    entry = streams.get(MISC_INFO)
-    if entry is not None and entry.Location.DataSize >= 24 and r.stream_bytes_ok(entry, "MiscInfo"):
-        misc = r.call_package("MiscInfo", MinidumpMiscInfo.parse, _as_dir(entry), r.file)
-        pid = getattr(misc, "ProcessId", None) if misc is not None else None
-
-    # streams of other types (Wine's private 0xFFF0, a tool's own) are not read: not a problem of the dump's,
-    # so no warning; `info` lists them
-    # a dump that is not a full-memory one leaves memory out; its MemoryInfoList, if any, says which
-    # ... and memory its lists describe but the file (cut short) does not hold is missing too
-    committed = [(m.base, m.end) for m in memory_info if m.state == "commit"]
-    described = committed + [(start, start + size) for start, size, _ in raw_regions]
-    space = AddressSpace(source, regions, pointer_size, limits=limits, described=described,
-                         partial=not committed and not header.Flags & MINIDUMP_WITH_FULL_MEMORY)
-    if space.overlaps:
-        r.warn(f"{space.overlaps} memory ranges overlap others; the first copy is used")
-    expected = max([header.StreamDirectoryRva + count * DIRECTORY_ENTRY_SIZE]
-                   + [rva + size for _, size, rva in container.directory if size]
-                   + [offset + size for _, size, offset in raw_regions])
-    return Dump(path=path, format="minidump", arch=arch, pointer_size=pointer_size, os=os_name,
-                memory=space, modules=modules, threads=threads, pid=pid, os_version=os_version,
-                memory_info=memory_info, file_size=source.size, expected_size=expected,
-                warnings=r.warnings, container=container)
+        return []
+    n = r.list_count(entry, MODULE_SIZE, "ModuleList", "max_modules")
+    modules = []
+    for m in r.entries(MINIDUMP_MODULE, entry.Location.Rva + 4, n):
+        vi = m.VersionInfo
+        file_version = product_version = None
+        if vi.dwSignature == 0xFEEF04BD:
+            file_version = _version(vi.dwFileVersionMS, vi.dwFileVersionLS)
+            product_version = _version(vi.dwProductVersionMS, vi.dwProductVersionLS)
+        modules.append(Module(path=r.string(m.ModuleNameRva) or "", base=m.BaseOfImage, size=m.SizeOfImage,
+                              file_version=file_version, product_version=product_version,
+                              timestamp=m.TimeDateStamp))
+    return modules
 
 
-class _PatchedCount(BoundedReader):
-    """A file view in which the 32-bit count at ``rva`` reads as ``count`` (already checked to fit).
-
-    The package loops over the count it reads; giving it the checked count keeps a crafted count from
-    making it loop.
-    """
-
-    def __init__(self, source, limit: int, rva: int, count: int):
-        super().__init__(source, limit)
-        self._rva = rva
-        self._count = count.to_bytes(4, "little")
-
-    def read(self, n: int = -1) -> bytes:
-        start = self._pos
-        data = super().read(n)
-        if start <= self._rva < start + len(data):
-            i = self._rva - start
-            patched = bytearray(data)
-            patched[i : i + 4] = self._count[: max(0, min(4, len(data) - i))]
-            data = bytes(patched)
-        return data
+def _thread_list(r: _Reader, entry, arch: str) -> list[Thread]:
+    """ThreadList: each thread's id, stack and stack pointer."""
+    if entry is None or not r.stream(entry, "ThreadList", 4):
+        return []
+    n = r.list_count(entry, THREAD_SIZE, "ThreadList", "max_threads")
+    return [_thread(r.source, t, arch) for t in r.entries(MINIDUMP_THREAD, entry.Location.Rva + 4, n)]
 
 
-def _clip_to_file(r: _Reader, regions, file_size: int):
-    kept, missing = [], 0
+def _misc_info(r: _Reader, entry) -> int | None:
+    """MiscInfo: the process id, when its flag says it is there."""
+    if entry is None or not r.stream(entry, "MiscInfo", MINIDUMP_MISC_INFO.sizeof()):
+        return None
+    misc = r.parse(MINIDUMP_MISC_INFO, entry.Location.Rva, "MiscInfo stream")
+    return misc.ProcessId if misc.Flags1 & MINIDUMP_MISC1_PROCESS_ID else None
+
+
+def _clip_to_file(regions, file_size: int):
+    """The regions cut to the bytes the file holds (a dump cut short keeps what it has)."""
+    kept = []
     for start, size, offset in regions:
-        if offset >= file_size:
-            missing += size
-            continue
-        if offset + size > file_size:
-            missing += offset + size - file_size
-            size = file_size - offset
-        kept.append((start, size, offset))
+        if offset < file_size:
+            kept.append((start, min(size, file_size - offset), offset))
     return kept
 
 
@@ -385,8 +374,11 @@ def _thread(source, t, arch: str) -> Thread:
     return Thread(t.ThreadId, start if length else None, start + length if length else None, sp)
 
 
-def _memory_info(r: _Reader, source, entry) -> list[MemoryInfo]:
-    """The MemoryInfoList stream: every range of the address space and what VirtualQuery said of it."""
+def _memory_info_list(r: _Reader, entry) -> list[MemoryInfo]:
+    """MemoryInfoList: every range of the address space and what VirtualQuery said of it."""
+    if entry is None or not r.stream(entry, "MemoryInfoList", MINIDUMP_MEMORY_INFO_LIST.sizeof()):
+        return []
+    source = r.source
     head = r.parse(MINIDUMP_MEMORY_INFO_LIST, entry.Location.Rva, "MemoryInfoList header")
     if head.SizeOfHeader < MINIDUMP_MEMORY_INFO_LIST.sizeof() or head.SizeOfEntry < MEMORY_INFO_SIZE:
         r.warn(f"MemoryInfoList header ({head.SizeOfHeader}, {head.SizeOfEntry}) is not the format's; skipped")
