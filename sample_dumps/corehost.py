@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Run a managed program on a CoreCLR runtime folder that has no `dotnet` host: the folder of a
-self-contained app (.NET Core 2.2.5 from PyPI's mssql-cli: see ../shared/docs/modern-runtimes.md).
+self-contained app (.NET Core 2.2.5 from PyPI's mssql-cli: see docs/facts/modern-runtimes.md).
 
     python sample_dumps/corehost.py RUNTIME_DIR PROGRAM.dll [ARGS...]
 

@@ -23,7 +23,7 @@ What it does, per dump:
 4. trims the dump with `clrlayout trim` and stores it with the target's truth file (what the runtime itself
    said about its strings) and a MANIFEST.toml entry (sha256, format, arch, runtime, command).
 
-Needs: mono-mcs; for Windows dumps wine (and wine32:i386 for x86; see ../shared/docs/windows-dumps-with-wine.md).
+Needs: mono-mcs; for Windows dumps wine (and wine32:i386 for x86; see docs/facts/windows-dumps-with-wine.md).
 """
 
 from __future__ import annotations

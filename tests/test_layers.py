@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "clrlayout"
 
 #: the layers in pipeline order; a module may import its own layer's modules and any earlier layer's
 LAYERS = [
-    {"errors", "limits", "findings", "util"},
+    {"errors", "limits", "findings", "util", "formats"},
     {"dump"},
     {"runtime"},
     {"types"},

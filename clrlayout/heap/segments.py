@@ -30,18 +30,12 @@ import bisect
 import functools
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib
-
 from ..dump import Dump, Module
 from ..dump.addrspace import AddressSpace
-from ..runtime.profiles import formats_dir
+from ..formats import load as load_format
 
 #: the heap an object is on, by code: the GC's generation number for the first five (SOS's gen 3 is the LOH,
 #: 4 the POH), then the frozen (non-GC) heap, and "soh" for a small object whose generation is not known
@@ -157,8 +151,8 @@ class GcHeap:
 
 @functools.lru_cache(maxsize=4)
 def gc_interface(directory: str | None = None) -> dict:
-    with open((Path(directory) if directory else formats_dir()) / "gc-dac-vars.toml", "rb") as f:
-        return tomllib.load(f)
+    """The GC's interface to the DAC (``formats/gc-dac-vars.toml``)."""
+    return load_format("gc-dac-vars", directory)
 
 
 # --- finding GcDacVars ------------------------------------------------------------------------------

@@ -23,18 +23,17 @@ import functools
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from construct import ConstructError, Int32ul, Int64ul, Struct
 
 from ..dump import Dump, Module
 from .image import same_file
-from .profiles import formats_dir, read_toml
+from ..formats import load as load_format
 
 
 @functools.lru_cache(maxsize=None)
 def descriptor_data(directory: str | None = None) -> dict:
-    return read_toml(Path(directory or formats_dir()) / "contract-descriptor.toml")
+    return load_format("contract-descriptor", directory)
 
 
 @dataclass(frozen=True)

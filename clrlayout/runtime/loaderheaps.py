@@ -18,13 +18,12 @@ reservation that the 3.1 DAC lists under no heap.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from ..dump.addrspace import AddressSpace
 from ..util.ranges import merged, without
-from .profiles import formats_dir, read_toml
+from ..formats import load as load_format
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class LoaderHeaps:
 
 
 def block_spec(directory: str | None = None) -> dict:
-    return read_toml(Path(directory or formats_dir()) / "loader-heap.toml")["block"]
+    return load_format("loader-heap", directory)["block"]
 
 
 def find_loader_heaps(space: AddressSpace, skip=(), images=(), directory: str | None = None) -> LoaderHeaps:

@@ -10,32 +10,12 @@ from __future__ import annotations
 
 import copy
 import functools
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 from ..errors import InvalidProfile, NoMatchingProfile, UsageError
-
-# --- where the data lives ---------------------------------------------------------------------------
-
-
-def formats_dir() -> Path:
-    """``$CLRLAYOUT_FORMATS``, else the copy packaged in the wheel, else the repository's ``formats/``."""
-    env = os.environ.get("CLRLAYOUT_FORMATS")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parents[1]  # the clrlayout package
-    packaged = here / "_formats"
-    if packaged.is_dir():
-        return packaged
-    return here.parent / "formats"
-
+from ..formats import formats_dir, load as load_format, profile_table
 
 # --- versions ---------------------------------------------------------------------------------------
 
@@ -244,45 +224,6 @@ class Profile:
 # --- loading ----------------------------------------------------------------------------------------
 
 
-def _read_toml(path: Path) -> dict:
-    """A formats file, parsed once per process while it stays the same file (a copy: callers may change it)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise InvalidProfile(str(path), "-", "file not found") from None
-    return copy.deepcopy(_parsed(os.fspath(path), st.st_mtime_ns, st.st_size))
-
-
-@functools.lru_cache(maxsize=64)
-def _parsed(path: str, mtime_ns: int, size: int) -> dict:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise InvalidProfile(path, "-", "file not found") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InvalidProfile(path, "-", f"not valid TOML: {e}") from None
-
-
-def _profile_table(path: Path) -> dict:
-    """The ``[profile]`` table of a formats file, parsed alone when it stands first (what a file is does not
-    need its whole data: type-system.toml is the largest of them), else from the whole file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return _read_toml(path).get("profile", {})
-    m = re.match(r"(?:\s*#[^\n]*\n|\s*\n)*\[profile\][ \t]*\n(.*?)(?=^\[|\Z)", text, flags=re.S | re.M)
-    if m is not None:
-        try:
-            return tomllib.loads(m.group(1))
-        except tomllib.TOMLDecodeError:
-            pass
-    return _read_toml(path).get("profile", {})
-
-
-read_toml = _read_toml  # the data files beside the profiles (type-system.toml) are read the same way
-
-
 def _merge(base: dict, top: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in top.items():
@@ -297,7 +238,7 @@ def _merge(base: dict, top: dict) -> dict:
 def _raw(name: str, directory: str) -> dict:
     """A profile file with its baselines merged under it; overrides collected in order, not applied."""
     path = Path(directory) / f"{name}.toml"
-    data = _read_toml(path)
+    data = load_format(path)
     meta = data.get("profile", {})
     for key in meta:
         if key not in PROFILE_KEYS:
@@ -497,7 +438,7 @@ def _concrete(directory: str | Path | None) -> list[tuple[str, dict]]:
     directory = Path(directory or formats_dir())
     found = []
     for p in sorted(directory.glob("*.toml")):
-        meta = _profile_table(p)
+        meta = profile_table(p)
         if not meta.get("abstract") and "flavor" in meta:
             found.append((p.stem, meta))
     return found

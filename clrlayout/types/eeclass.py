@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 from construct import Array, ConstructError, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Padding, Struct
 
-from ..runtime.profiles import formats_dir, read_toml, version_matches
+from ..formats import formats_dir, load as load_format
+from ..runtime.profiles import version_matches
 from ..runtime.structs import relative_target
 from ..util.bits import BitStream
 
@@ -174,7 +174,7 @@ def _at(size: int, items: list) -> Struct:
 
 @functools.lru_cache(maxsize=None)
 def _data(directory: str) -> dict:
-    return read_toml(Path(directory) / "type-system.toml")
+    return load_format("type-system", directory)
 
 
 def type_system_layout(flavor: str, arch: str, os: str, version: tuple[int, ...] | None, pointer_size: int,
