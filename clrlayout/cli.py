@@ -18,7 +18,7 @@ import click
 from . import __version__
 from .commands import COMMANDS
 from .commands.common import EXIT_CODES
-from .errors import ClrLayoutError, ExitCode
+from .errors import ClrLayoutError, ExitCode, as_flags
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         click.echo("clrlayout: aborted", err=True)
         return 130
     except ClrLayoutError as e:
-        click.echo(f"clrlayout: error: {e}", err=True)
+        click.echo(f"clrlayout: error: {as_flags(str(e))}", err=True)
         return int(e.exit_code)
     except BrokenPipeError:
         # the reader of stdout went away (| head): not an error

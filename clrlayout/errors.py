@@ -6,6 +6,8 @@ minidump, pyelftools, UnicodeDecodeError, OSError) are converted at one chokepoi
 
 from __future__ import annotations
 
+import re
+
 import enum
 
 
@@ -222,3 +224,17 @@ class NotExact(ClrLayoutError):
 
     code = "not-exact"
     exit_code = ExitCode.FINDINGS
+
+
+# --- how messages name the options ------------------------------------------------------------------
+
+#: a library message names an option as the Python API's keyword (``method_table=0x...``); the command line
+#: shows its flag instead (``--mt 0x...``): :func:`as_flags`, at the CLI's chokepoints
+OPTION_FLAGS = {"method_table=": "--mt ", "profile=": "--profile ", "assemblies=": "--assemblies ",
+                "heap=": "--heap ", "roots=": "--roots ", "runtime_version=": "--runtime-version "}
+_OPTION = re.compile(r"\b(" + "|".join(k[:-1] for k in OPTION_FLAGS) + r")=")
+
+
+def as_flags(message: str) -> str:
+    """``message`` with the API's option names as the command line's flags."""
+    return _OPTION.sub(lambda m: OPTION_FLAGS[m.group(0)], message)

@@ -217,12 +217,12 @@ class Session:
     # --- the String MethodTable -------------------------------------------------------------------
 
     def string_method_table(self) -> int:
-        """The System.String MethodTable: --mt if given, else learned from the heap."""
+        """The System.String MethodTable: the one given (``method_table``), else learned from the heap."""
         if self.mts.string_mt is not None:
             return self.mts.string_mt
         if self.mt_override is not None and self.profile.method_table is None:  # Mono: a MonoVTable
             if self.mts.get(self.mt_override) is None:
-                raise TypeNotFound(f"--mt {self.mt_override:#x}: not a plausible MonoVTable in the dump")
+                raise TypeNotFound(f"method_table={self.mt_override:#x}: not a plausible MonoVTable in the dump")
             self.mts.string_mt = self.mt_override
             return self.mt_override
         if self.mt_override is not None:
@@ -230,7 +230,7 @@ class Session:
             return self.mt_override
         if self.profile.method_table is None:
             raise TypeNotFound("Mono objects carry a MonoVTable, which has no recognisable shape: "
-                               "give the String vtable with --mt")
+                               "give the String vtable as method_table=ADDRESS")
         if self.heap.exact:
             walker = HeapWalker(self.dump.memory, self.mts, Findings(0))
             for obj in walker.iter_objects(self.heap.segments):
@@ -245,16 +245,16 @@ class Session:
         raise self._because(TypeNotFound(self._why_no_string_mt()))
 
     def _checked_override(self, address: int) -> int:
-        """--mt: a MethodTable with System.String's shape (detection's checks, but a BaseSize other than the
+        """A given String MethodTable (``method_table``): a MethodTable with System.String's shape (detection's checks, but a BaseSize other than the
         profile's is a warning: the profile may be the one that is wrong)."""
         raw = self.mts.read_raw(address)
         if raw is None:
-            raise self._because(TypeNotFound(f"--mt {address:#x}: no MethodTable in the dump there"))
+            raise self._because(TypeNotFound(f"method_table={address:#x}: no MethodTable in the dump there"))
         mt = self.mts.get(address)
         shape = None if mt is None else mt.kind
         if shape == "class" and raw.component_size == self.profile.string.component_size \
                 and self.mts.looks_like_string(raw, check_base_size=False):
-            self.warnings.append(f"--mt {address:#x} has BaseSize {raw.m_BaseSize}; profile {self.profile.label} "
+            self.warnings.append(f"method_table={address:#x} has BaseSize {raw.m_BaseSize}; profile {self.profile.label} "
                                  f"says {self.profile.string.base_size}")
             shape = "string"
         if shape != "string":
@@ -264,7 +264,7 @@ class Session:
                     "free": "it is the free-object MethodTable", "object": "it is System.Object's",
                     None: "there is no valid MethodTable there"}.get(
                 shape, f"flags {raw.m_dwFlags:#010x}, BaseSize {raw.m_BaseSize}")
-            raise TypeNotFound(f"--mt {address:#x} is not a System.String MethodTable: {what}")
+            raise TypeNotFound(f"method_table={address:#x} is not a System.String MethodTable: {what}")
         return address
 
     def require_exact(self, what: str) -> None:
@@ -323,9 +323,9 @@ class Session:
                     and mt.kind == "class" and raw.m_BaseSize != p.string.base_size:
                 return (f"found a String-shaped MethodTable at {mt.address:#x} with BaseSize {raw.m_BaseSize}, "
                         f"but profile {p.label} says {p.string.base_size}: wrong runtime version or profile? "
-                        f"(--profile or --mt select another)")
+                        f"(profile=NAME or method_table=ADDRESS selects another)")
         return (f"no System.String MethodTable found in {self.dump.path} "
-                f"(profile {p.label}; give one with --mt if you know it)")
+                f"(profile {p.label}; give it as method_table=ADDRESS if you know it)")
 
     @property
     def names(self):
@@ -433,7 +433,7 @@ class Session:
                 others = ",".join(k for k in ("handles", "finalizer", "stacks")
                                   if k in key and not any(p.startswith(k[:6]) for p in roots.problems))
                 raise self._because(RootsNotFound("; ".join(roots.problems) + (
-                    f" (the other roots: --roots {others})" if others else "")))
+                    f" (the other roots: roots={others})" if others else "")))
             cache[key] = ObjectGraph(self._heap_graph, roots, key)
         return cache[key]
 
@@ -764,7 +764,7 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
         if profile:
             prof = load_named_profile(profile, runtime.version_tuple)
             if prof.pointer_size != dump.pointer_size:
-                raise UsageError(f"--profile {profile}: {prof.pointer_size * 8}-bit, but the dump is of a "
+                raise UsageError(f"profile={profile}: {prof.pointer_size * 8}-bit, but the dump is of a "
                                  f"{dump.pointer_size * 8}-bit process ({dump.arch})")
         else:
             prof = profile_for(dump, runtime)
@@ -775,7 +775,7 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
             raise HeapNotFound(f"{path}: no exact heap walk possible: " + "; ".join(gc.warnings[-1:]))
         if heap == "scan" and gc.exact:
             gc = GcHeap(method="object-scan", gc_mode=gc.gc_mode, dac_vars=gc.dac_vars, bounds=gc.bounds)
-            warnings.append("--heap scan: using the checked object scan although the exact walk is possible")
+            warnings.append("heap=scan: using the checked object scan although the exact walk is possible")
         elif not gc.exact:
             warnings.append("no exact heap walk: strings are found by a checked scan, which cannot tell dead "
                             "bytes past the heap's end from live objects (reason below)")

@@ -12,6 +12,7 @@ import pytest
 from conftest import SAMPLES, manifest, units_to_str
 
 from clrlayout.cli import main
+from clrlayout.errors import as_flags
 
 LINUX = SAMPLES / "strings.coreclr-3.1.23.linux-x64.core"
 X86 = SAMPLES / "strings.coreclr-3.1.23.win-x86.dmp"
@@ -43,7 +44,7 @@ def test_info_counts_the_heaps_types_as_stats_names_them(capsys, sample):
     code, out, err = run(capsys, "stats", sample.path, "--format", "json")
     rows = json.loads(out)["types"]
     # stats names its types in another order than info; the reasons are the same
-    why = "; ".join(f"{n} {reason}" for reason, n in types["why_unnamed"].items())
+    why = as_flags("; ".join(f"{n} {reason}" for reason, n in types["why_unnamed"].items()))
     if types["unnamed"]:
         assert f"{types['unnamed']:,} {'type has' if types['unnamed'] == 1 else 'types have'} no name ({why})" in err
     else:  # every type named (the single-file sample keeps its assemblies' metadata): no warning

@@ -83,3 +83,25 @@ def test_no_import_cycles():
     for node in graph:
         if node not in state:
             visit(node, [node])
+
+
+def test_library_messages_name_options_as_the_api_does():
+    """Below the commands, a message names an option as ``clrlayout.open``'s keyword (``method_table=``), never
+    as a command-line flag: the CLI's chokepoints show flags (errors.as_flags)."""
+    import re
+
+    below = {name for layer in LAYERS[: LAYERS.index({"present"})] for name in layer}
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[0] not in below or parts[0] == "errors":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                    and re.search(r"(^|[\s(])--[a-z]", node.value):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value[:60]}")
+    assert not found, "\n".join(found)

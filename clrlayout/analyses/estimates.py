@@ -98,7 +98,7 @@ def select_variants(flavors: list[str] | None = None, archs: list[str] | None = 
     if version is not None:
         parsed = parse_version(version)
         if parsed is None or not re.fullmatch(r"\s*v?\d+(\.\d+){0,3}\s*", version):
-            raise UsageError(f"--runtime-version {version}: not a version (e.g. 4.8, 3.1 or 8.0.4)")
+            raise UsageError(f"runtime_version={version}: not a version (e.g. 4.8, 3.1 or 8.0.4)")
     out, covers = [], []
     for name in list_profiles():
         meta = raw_profile(name)["profile"]
@@ -114,7 +114,7 @@ def select_variants(flavors: list[str] | None = None, archs: list[str] | None = 
         else:
             out += variants(name)
     if parsed is not None and not out and covers:
-        raise UsageError(f"--runtime-version {version}: no profile covers it ({'; '.join(covers)})")
+        raise UsageError(f"runtime_version={version}: no profile covers it ({'; '.join(covers)})")
     return out
 
 

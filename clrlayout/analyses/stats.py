@@ -305,7 +305,7 @@ class DuplicateCollector:
         except OSError as e:
             from ..errors import OutputError
 
-            raise OutputError(f"cannot write the temporary files of --duplicates in {tempfile.gettempdir()}: "
+            raise OutputError(f"cannot write the temporary files of the duplicates count in {tempfile.gettempdir()}: "
                               f"{e.strerror or e} (set TMPDIR, or keep more in memory with "
                               f"CLRLAYOUT_LIMITS=duplicate_memory=...)") from None
 

@@ -7,7 +7,7 @@ import re
 
 import click
 
-from ..errors import (NotExact, OutputError, TypeNotFound, UnsupportedType,
+from ..errors import (NotExact, as_flags, OutputError, TypeNotFound, UnsupportedType,
                       UsageError)
 from ..limits import limits_from_env
 
@@ -43,7 +43,7 @@ def out(line: str = "") -> None:
 
 
 def warn(message: str) -> None:
-    click.echo(f"clrlayout: warning: {message}", err=True)
+    click.echo(f"clrlayout: warning: {as_flags(message)}", err=True)
 
 
 jobs_option = click.option(

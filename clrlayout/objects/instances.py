@@ -187,7 +187,7 @@ def _array_rows(p: Profile, layout: TypeLayout, rows: list, data: bytes, count: 
     if count > shown:
         at = first + shown * esize
         rows.append(LayoutRow(at, (count - shown) * esize, f"{name}[{count - shown}]",
-                              f"[{shown}..{count - 1}] (dump --full shows each)", "element"))
+                              f"[{shown}..{count - 1}] (the rest, in one row)", "element"))
     return first + count * esize
 
 

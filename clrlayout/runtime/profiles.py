@@ -410,20 +410,20 @@ def load_named_profile(spec: str, default_version: tuple[int, ...] | None = None
     if name.endswith(".toml") or "/" in name or "\\" in name:
         path = Path(name)
         if not path.is_file():
-            raise UsageError(f"--profile {spec}: no profile file {path}")
+            raise UsageError(f"profile={spec}: no profile file {path}")
         directory, name = path.parent, path.stem
     else:
         known = list_profiles()
         if name not in known:
-            raise UsageError(f"--profile {spec}: no profile {name!r} (profiles: {', '.join(known)})")
+            raise UsageError(f"profile={spec}: no profile {name!r} (profiles: {', '.join(known)})")
     version = default_version
     if version_text:
         version = parse_version(version_text)
         if version is None or not re.fullmatch(r"\s*v?\d+(\.\d+){0,3}\s*", version_text):
-            raise UsageError(f"--profile {spec}: {version_text!r} is not a version (e.g. 3.1 or 8.0.4)")
+            raise UsageError(f"profile={spec}: {version_text!r} is not a version (e.g. 3.1 or 8.0.4)")
     meta = _raw(name, str(directory or formats_dir()))["profile"]
     if version_text and meta.get("versions") and not version_matches(meta["versions"], version):
-        raise UsageError(f"--profile {spec}: profile {name} covers runtime versions {meta['versions']}, not "
+        raise UsageError(f"profile={spec}: profile {name} covers runtime versions {meta['versions']}, not "
                          f"{version_text}")
     return load_profile(name, version, directory)
 

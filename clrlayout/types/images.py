@@ -164,7 +164,7 @@ class ManagedImages(LooseImages):
         head = read(0, HEADER_BYTES)
         pe = _headers(head)
         if not head:
-            self._why = "image neither in the dump nor on disk (give --assemblies DIR)"
+            self._why = "image neither in the dump nor on disk (give its folder as assemblies=DIR)"
         elif pe is None:
             self._why = "not a PE image"
         elif _extent(pe) > MAX_IMAGE_BYTES:
@@ -236,7 +236,7 @@ class ManagedImages(LooseImages):
                 self._sources[m.path] = f
                 return f, image
         if not candidates:
-            self._why = "assembly file not found (give --assemblies DIR)"
+            self._why = "assembly file not found (give its folder as assemblies=DIR)"
         return None
 
     def _beyond_mapping(self, i: int, address: int) -> Image | None:
