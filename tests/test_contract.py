@@ -125,13 +125,13 @@ def test_a_bad_descriptor_in_the_dump_is_a_reason(full_core, tmp_path, capsys):
 def test_a_profile_that_disagrees_is_named_in_a_warning(full_core, monkeypatch, capsys):
     """A profile value the runtime contradicts: a warning that names the descriptor's field and the profile's
     key, on every command (the profile's value is still the one used)."""
-    real = clrlayout.session.profile_for
+    real = clrlayout.session.opening.profile_for
 
     def wrong(dump, runtime):
         p = real(dump, runtime)
         return dataclasses.replace(p, object=dataclasses.replace(p.object, method_table_unmask=3))
 
-    monkeypatch.setattr(clrlayout.session, "profile_for", wrong)
+    monkeypatch.setattr(clrlayout.session.opening, "profile_for", wrong)
     code = main(["info", str(full_core.path), "--format", "json"])
     out, err = capsys.readouterr()
     assert code == 0

@@ -223,7 +223,7 @@ def test_duplicates_without_a_writable_temporary_directory(sample, monkeypatch, 
     monkeypatch.setenv("CLRLAYOUT_LIMITS", "duplicate_memory=1K")
     assert main(["stats", str(sample.path), "--type", "System.String", "--duplicates", "--jobs", "1", "-q"]) == 6
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "temporary files of --duplicates" in err[0]
+    assert len(err) == 1 and "temporary files of the duplicates count" in err[0]
 
 
 def test_heaps_and_gc_heaps_are_the_dumps_rows_grouped(capsys, sample):

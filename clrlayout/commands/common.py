@@ -42,6 +42,17 @@ def out(line: str = "") -> None:
         raise OutputError(f"cannot write the output: {e.strerror or e}") from None
 
 
+def flags_in(data):
+    """``data`` (a model value: dicts, lists, strings) with every option named as the command line's flag."""
+    if isinstance(data, str):
+        return as_flags(data)
+    if isinstance(data, dict):
+        return {k: flags_in(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [flags_in(v) for v in data]
+    return data
+
+
 def warn(message: str) -> None:
     click.echo(f"clrlayout: warning: {as_flags(message)}", err=True)
 
@@ -191,9 +202,9 @@ EXIT_CODES = ("Exit codes: 0 ok; 1 an answer not exact and complete under --stri
               "layout profile; 6 output not written; 7 live runtime not installed; 70 a bug in clrlayout.")
 
 
-def _no_objects_of(a, mt: int, asked: str, also: str = "") -> TypeNotFound:
+def _no_objects_of(session, mt: int, asked: str, also: str = "") -> TypeNotFound:
     """--mt MT found nothing: either the dump holds no MethodTable there, or no object has it."""
-    if a.mts.get(mt) is None:
+    if session.mts.get(mt) is None:
         return TypeNotFound(f"--mt {mt:#x}: no MethodTable in the dump there")
     return TypeNotFound(f"{asked}: no object of this MethodTable{also} on the heap")
 
@@ -207,39 +218,39 @@ def _csv_field(value: str) -> str:
     return buf.getvalue()
 
 
-def _object_layout(a, obj, full: bool):
+def _object_layout(session, obj, full: bool):
     """The rows and bytes of one object of any type (strings included)."""
     from ..objects.instances import instance_layout
 
-    h = a.profile.object.header_size
-    data = a.dump.memory.read(obj.address - h, obj.aligned_size)
-    if obj.method_table == a.mts.string_mt:  # a string: its own rows (length, characters, terminator)
+    h = session.profile.object.header_size
+    data = session.dump.memory.read(obj.address - h, obj.aligned_size)
+    if obj.method_table == session.mts.string_mt:  # a string: its own rows (length, characters, terminator)
         from ..findings import Findings
         from ..objects.layout import string_layout
         from ..objects.strings import read_strings
 
-        s = read_strings(a.dump.memory, a.profile, [obj.address], obj.segment.large, Findings(0))
+        s = read_strings(session.dump.memory, session.profile, [obj.address], obj.segment.large, Findings(0))
         if s:
-            return string_layout(a.profile, s[0].length, s[0], data, obj.segment.large,
+            return string_layout(session.profile, s[0].length, s[0], data, obj.segment.large,
                                  max_value_chars=None if full else 60)
-    element = a.array_element(obj.method_table) if obj.type.component_size else None
-    referent = (lambda address: a.referent(address, None)) if full else a.referent
-    return instance_layout(a.profile, a.type_layout(obj.method_table), obj.address, data, obj.size, obj.aligned_size,
+    element = session.array_element(obj.method_table) if obj.type.component_size else None
+    referent = (lambda address: session.referent(address, None)) if full else session.referent
+    return instance_layout(session.profile, session.type_layout(obj.method_table), obj.address, data, obj.size, obj.aligned_size,
                            obj.count, element, referent, obj.segment.large, max_elements=None if full else 16)
 
 
-def _print_object_layout(a, obj, heap_name: str, fmt: str, full: bool, lay=None) -> None:
+def _print_object_layout(session, obj, heap_name: str, fmt: str, full: bool, lay=None) -> None:
     from ..present import hexview, jsonout, text
 
-    lay_type = a.type_layout(obj.method_table)
-    lay = lay or _object_layout(a, obj, full)
+    lay_type = session.type_layout(obj.method_table)
+    lay = lay or _object_layout(session, obj, full)
     if fmt == "jsonl":
         out(jsonout.dumps({**jsonout.object_record(obj, heap_name), "layout": jsonout.layout_record(lay),
                            **({"problems": list(lay_type.problems)} if lay_type.problems else {})}))
         return
     name = obj.type_name or f"<unknown type, MT {obj.method_table:#x}>"
-    title = (f"{name} at {obj.address:#x} (MethodTable {obj.method_table:#x}, {a.runtime.flavor} "
-             f"{a.runtime.version or '?'} {a.dump.arch}, {heap_name}):")
+    title = (f"{name} at {obj.address:#x} (MethodTable {obj.method_table:#x}, {session.runtime.flavor} "
+             f"{session.runtime.version or '?'} {session.dump.arch}, {heap_name}):")
     for line in text.layout_table(lay, title):
         out(line)
     for problem in lay_type.problems:
@@ -250,10 +261,10 @@ def _print_object_layout(a, obj, heap_name: str, fmt: str, full: bool, lay=None)
     out()
 
 
-def _progress(a, enabled: bool, rows_to=None):
+def _progress(session, enabled: bool, rows_to=None):
     from ..present.progress import ScanProgress
 
-    return ScanProgress(sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes, enabled, rows_to)
+    return ScanProgress(sum(seg.size for seg in session.heap.segments) or session.dump.memory.total_bytes, enabled, rows_to)
 
 
 def make_object_filter(min_size, max_size, generations, address_range, mt):
@@ -263,20 +274,20 @@ def make_object_filter(min_size, max_size, generations, address_range, mt):
     return ObjectFilter(tuple(address_range) if address_range else None, min_size, max_size, generations, mt)
 
 
-def _named(a, method_tables, type_name: str, exact: bool) -> bool:
+def _named(session, method_tables, type_name: str, exact: bool) -> bool:
     """Whether one of ``method_tables`` has a name (as the DAC or reflection prints it) that is ``type_name``
     (``exact``) or contains it."""
-    return any(a.is_named(mt, type_name, exact) for mt in method_tables)
+    return any(session.is_named(mt, type_name, exact) for mt in method_tables)
 
 
-def _type_not_found(a, type_name: str, exact: bool) -> TypeNotFound:
+def _type_not_found(session, type_name: str, exact: bool) -> TypeNotFound:
     """No object on the heap has a type of that name."""
     flag = f"--type {type_name}" + (" --exact" if exact else "")
-    if a.method_tables_named(type_name):  # a parent, element or argument type of the heap's
+    if session.method_tables_named(type_name):  # a parent, element or argument type of the heap's
         return TypeNotFound(f"{flag}: no object of this type on the heap (the type is there as another's "
                             f"parent, element or argument: `clrlayout type` shows its layout)")
     key = type_name.split("[")[0].split("`")[0].split(".")[-1]  # List`1[System.Int32] -> List
-    similar = a.type_names_containing(key) if key else []
+    similar = session.type_names_containing(key) if key else []
     return TypeNotFound(f"{flag}: no type " + ("of that name" if exact else "whose name contains it")
                         + " on the heap" + (f" (names like it: {'; '.join(similar)})" if similar else
                                             " (stats lists the heap's types)"))
@@ -310,7 +321,7 @@ liveness_option = click.option(
          "-live/-dead; free space is neither.")
 
 
-def with_liveness(a, selected, live, kinds):
+def with_liveness(session, selected, live, kinds):
     """``selected`` keeping only the live (or dead) objects of the session's object graph."""
     import dataclasses
 
@@ -319,9 +330,9 @@ def with_liveness(a, selected, live, kinds):
         if source is not None and source is not click.core.ParameterSource.DEFAULT:
             raise UsageError("--roots chooses the roots of --live or --dead: give one of them")
         return selected
-    graph = a.object_graph(kinds)
+    graph = session.object_graph(kinds)
     live_addresses = graph.graph.addresses[graph.live]
     if hasattr(selected, "free_method_tables"):
-        free = frozenset(m for m, t in a.mts.known().items() if t.kind == "free")
+        free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
         return dataclasses.replace(selected, live_addresses=live_addresses, live=live, free_method_tables=free)
     return dataclasses.replace(selected, live_addresses=live_addresses, live=live)

@@ -34,11 +34,11 @@ def diff(files, fmt, live, top, sort, strings, kinds, quiet):
         raise UsageError("--roots chooses the roots of --live: give --live")
     sides = []
     for path in files:
-        with _open(path, None, None, "auto") as a:
+        with _open(path, None, None, "auto") as session:
             if not quiet:
-                for w in a.warnings:
+                for w in session.warnings:
                     warn(f"{path}: {w}")
-            sides.append(totals_of(a, live, kinds, strings))
+            sides.append(totals_of(session, live, kinds, strings))
     result = compare(sides, sort)
     if not quiet:
         for w in result.warnings:

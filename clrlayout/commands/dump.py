@@ -38,8 +38,8 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
     by_mt = None  # --mt of a type other than System.String: the objects of that MethodTable (SOS -mt)
     if mt is not None and type_name in STRING_TYPES and \
             click.get_current_context().get_parameter_source("type_name") is click.core.ParameterSource.DEFAULT:
-        with _open(file, None, profile, heap) as a:
-            if not a.is_string_method_table(mt):
+        with _open(file, None, profile, heap) as session:
+            if not session.is_string_method_table(mt):
                 by_mt, type_name = mt, None
     elif mt is not None and type_name not in STRING_TYPES:
         by_mt = mt
@@ -52,23 +52,23 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
                              make_object_filter(min_size, max_size, generations, address_range, None), by_mt,
                              profile, heap, quiet, live, kinds)
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
-    with _open(file, mt, profile, heap) as a:
-        ptr = a.profile.pointer_size
-        a.string_method_table()
-        selected = with_liveness(a, selected, live, kinds)
-        _preamble(a, quiet)
+    with _open(file, mt, profile, heap) as session:
+        ptr = session.profile.pointer_size
+        session.string_method_table()
+        selected = with_liveness(session, selected, live, kinds)
+        _preamble(session, quiet)
         if fmt == "table" and not layout:
             out(text.dumpheap_header(ptr))
         if fmt == "csv":
             out(batchlines.CSV_HEADER)
         render = batchlines.renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT,
-                                     heap_bytes=sum(seg.size for seg in a.heap.segments) or a.dump.memory.total_bytes)
-        progress = _progress(a, enabled=fmt == "table", rows_to=sys.stdout)
-        if not layout and limit is None and a.windowed:
+                                     heap_bytes=sum(seg.size for seg in session.heap.segments) or session.dump.memory.total_bytes)
+        progress = _progress(session, enabled=fmt == "table", rows_to=sys.stdout)
+        if not layout and limit is None and session.windowed:
             def render_window(win):
                 step = parallel.StepOutput()
                 chunks = []
-                for batch in a.window_batches(win):
+                for batch in session.window_batches(win):
                     batch = selected.apply(batch)
                     if len(batch):
                         step.count += len(batch)
@@ -79,11 +79,11 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
                 return step
 
             sys.stdout.flush()
-            count, size, aligned = parallel.run_steps(a, render_window, share=parallel.can_share(a, jobs),
+            count, size, aligned = parallel.run_steps(session, render_window, share=parallel.can_share(session, jobs),
                                                       progress=progress.advance, on_found=progress.found)
         else:
             count = size = aligned = 0
-            for batch in a.iter_batches(progress.advance):
+            for batch in session.iter_batches(progress.advance):
                 progress.found(len(batch))
                 batch = selected.apply(batch)
                 if limit is not None and count + len(batch) > limit:
@@ -97,14 +97,14 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
                 aligned += int(batch.aligned_sizes.sum())
                 if layout:
                     for s in batch.objects():
-                        _print_layout(a, s, fmt, full)
+                        _print_layout(session, s, fmt, full)
                 else:
                     sys.stdout.flush()
                     parallel.write_out(render(batch))  # a list of bytes
         progress.close()
         if fmt == "table":
             out(text.total_line(count, size, aligned))
-        _report(a, quiet, strict)
+        _report(session, quiet, strict)
 
 
 def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict, selected, mt, profile,
@@ -115,14 +115,14 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
     from ..present import jsonout, text
 
     asked = " ".join(([f"--type {type_name}"] if type_name else []) + ([f"--mt {mt:#x}"] if mt is not None else []))
-    with _open(file, None, profile, heap, assemblies) as a:
-        a.require_exact(asked)
-        selected = with_liveness(a, selected, live, kinds)
-        _preamble(a, quiet)
-        ptr = a.profile.pointer_size
+    with _open(file, None, profile, heap, assemblies) as session:
+        session.require_exact(asked)
+        selected = with_liveness(session, selected, live, kinds)
+        _preamble(session, quiet)
+        ptr = session.profile.pointer_size
         count = size = aligned = 0
         found = False
-        for obj in a.objects_named(type_name, mt, exact=exact):
+        for obj in session.objects_named(type_name, mt, exact=exact):
             if not found:  # the header once the type is known to be there
                 found = True
                 if fmt == "table" and not layout:
@@ -138,7 +138,7 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
             size += obj.size
             aligned += obj.aligned_size
             if layout:
-                _print_object_layout(a, obj, heap_name, fmt, full)
+                _print_object_layout(session, obj, heap_name, fmt, full)
             elif fmt == "table":
                 out(text.object_line(obj, ptr))
             elif fmt == "jsonl":
@@ -148,33 +148,33 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
                               str(obj.count) if obj.type.component_size else "", heap_name,
                               _csv_field(jsonout.csv_value(obj.type_name or ""))]))
         if not found and mt is not None:
-            if type_name and a.mts.get(mt) is not None and not a.is_named(mt, type_name, exact):
-                raise TypeNotFound(f"--mt {mt:#x} is {a.type_name(mt) or 'a type without a name'}, not a type "
+            if type_name and session.mts.get(mt) is not None and not session.is_named(mt, type_name, exact):
+                raise TypeNotFound(f"--mt {mt:#x} is {session.type_name(mt) or 'a type without a name'}, not a type "
                                    f"{'named' if exact else 'whose name contains'} {type_name!r} (--type)")
-            raise _no_objects_of(a, mt, asked)
+            raise _no_objects_of(session, mt, asked)
         if not found:
-            raise _type_not_found(a, type_name, exact)
+            raise _type_not_found(session, type_name, exact)
         if fmt == "table":
             out(text.total_line(count, size, aligned, noun=("object", "objects")))
-        _report(a, quiet, strict)
+        _report(session, quiet, strict)
 
 
-def _print_layout(a, s, fmt: str = "table", full: bool = False) -> None:
+def _print_layout(session, s, fmt: str = "table", full: bool = False) -> None:
     from ..objects.layout import string_layout
     from ..present import hexview, text
     from ..objects.strings import object_span
 
-    start, span = object_span(a.profile, s.address, s.length, s.large)
-    data = a.dump.memory.read(start, span)
+    start, span = object_span(session.profile, s.address, s.length, s.large)
+    data = session.dump.memory.read(start, span)
     if fmt == "jsonl":
         from ..present.jsonout import dumps, layout_record, string_record
 
-        lay = string_layout(a.profile, s.length, s, data, s.large)
+        lay = string_layout(session.profile, s.length, s, data, s.large)
         out(dumps({**string_record(s), "layout": layout_record(lay)}))
         return
-    lay = string_layout(a.profile, s.length, s, data, s.large, max_value_chars=None if full else 60)
+    lay = string_layout(session.profile, s.length, s, data, s.large, max_value_chars=None if full else 60)
     title = (f"System.String at {s.address:#x} (MethodTable {s.method_table:#x}, "
-             f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {s.heap}):")
+             f"{session.runtime.flavor} {session.runtime.version or '?'} {session.dump.arch}, {s.heap}):")
     for line in text.layout_table(lay, title):
         out(line)
     out()

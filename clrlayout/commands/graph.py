@@ -16,23 +16,23 @@ def graph_options(f):
     return f
 
 
-def _named(a, node_graph, node: int) -> dict:
+def _named(session, node_graph, node: int) -> dict:
     address = int(node_graph.addresses[node])
     mt = int(node_graph.method_tables[node])
-    return {"address": f"{address:#x}", "type": a.type_name(mt) or f"<unknown type, MT {mt:#x}>"}
+    return {"address": f"{address:#x}", "type": session.type_name(mt) or f"<unknown type, MT {mt:#x}>"}
 
 
-def _slot(a, graph, node: int, slot: int) -> str:
+def _slot(session, graph, node: int, slot: int) -> str:
     from ..graph.slots import slot_name
 
     if not slot:
         return "(dependent handle)"
     address, mt = int(graph.addresses[node]), int(graph.method_tables[node])
-    record = a.mts.get(mt)
-    layout = a.type_layout(mt) if a.profile.method_table is not None else None
-    element = a.array_element(mt) if record is not None and record.component_size else None
+    record = session.mts.get(mt)
+    layout = session.type_layout(mt) if session.profile.method_table is not None else None
+    element = session.array_element(mt) if record is not None and record.component_size else None
     return slot_name(slot - address, record.component_size if record else 0,
-                     (record.base_size - a.profile.object.header_size) if record else 0,
+                     (record.base_size - session.profile.object.header_size) if record else 0,
                      layout.fields if layout is not None else (), element[3] if element else ())
 
 
@@ -46,7 +46,7 @@ def _edge_slots(og, src: int, dst: int) -> list[int]:
     return slots
 
 
-def _object_node(a, og, address: int) -> int:
+def _object_node(session, og, address: int) -> int:
     node = og.graph.containing(address)
     if node is None:
         raise TypeNotFound(f"{address:#x}: no object of the GC heap holds this address")
@@ -63,22 +63,22 @@ def refs(file, address, fmt, quiet, heap, profile, assemblies, kinds):
     that holds the reference, and its retained size."""
     from ..present.jsonout import dumps
 
-    with _open(file, None, profile, heap, assemblies) as a:
-        og = a.object_graph(kinds)
-        _preamble(a, quiet)
+    with _open(file, None, profile, heap, assemblies) as session:
+        og = session.object_graph(kinds)
+        _preamble(session, quiet)
         g = og.graph
-        node = _object_node(a, og, address)
+        node = _object_node(session, og, address)
         targets = og.indices[og.indptr[node] : og.indptr[node + 1]].tolist()
         references = []
         for t in dict.fromkeys(targets):
             for slot in _edge_slots(og, node, t):
-                references.append({**_named(a, g, t), "field": _slot(a, g, node, slot)})
+                references.append({**_named(session, g, t), "field": _slot(session, g, node, slot)})
         referenced_by = []
         for s in dict.fromkeys(og.referrers(node).tolist()):
             for slot in _edge_slots(og, s, node):
-                referenced_by.append({**_named(a, g, s), "field": _slot(a, g, s, slot)})
+                referenced_by.append({**_named(session, g, s), "field": _slot(session, g, s, slot)})
         _, retained, count = og.dominators()
-        record = {**_named(a, g, node), "size": int(g.sizes[node]), "live": bool(og.live[node]),
+        record = {**_named(session, g, node), "size": int(g.sizes[node]), "live": bool(og.live[node]),
                   "retained_size": int(retained[node]), "retained_count": int(count[node]),
                   "references": references, "referenced_by": referenced_by}
         if fmt == "json":
@@ -91,7 +91,7 @@ def refs(file, address, fmt, quiet, heap, profile, assemblies, kinds):
                 out(f"{title} ({len(rows):,}):")
                 for r in rows:
                     out(f"  {r['address']:>18} {r['field']:<28} {r['type']}")
-        _report(a, quiet)
+        _report(session, quiet)
 
 
 @click.command()
@@ -106,23 +106,23 @@ def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
     references from that root to it."""
     from ..present.jsonout import dumps
 
-    with _open(file, None, profile, heap, assemblies) as a:
-        og = a.object_graph(kinds)
-        _preamble(a, quiet)
+    with _open(file, None, profile, heap, assemblies) as session:
+        og = session.object_graph(kinds)
+        _preamble(session, quiet)
         g = og.graph
-        node = _object_node(a, og, address)
+        node = _object_node(session, og, address)
         by_object: dict[int, list] = {}
         for r in og.roots.roots:
             by_object.setdefault(g.node(r.object), []).append(r)
         paths = []
         for root_node, chain in og.shortest_paths(node, limit):
-            links = [{**_named(a, g, chain[0]), "field": None}]
+            links = [{**_named(session, g, chain[0]), "field": None}]
             for prev, nxt in zip(chain, chain[1:]):
                 slots = _edge_slots(og, prev, nxt)
-                links.append({**_named(a, g, nxt), "field": _slot(a, g, prev, slots[0]) if slots else None})
+                links.append({**_named(session, g, nxt), "field": _slot(session, g, prev, slots[0]) if slots else None})
             for r in by_object.get(root_node, [])[:1]:
                 paths.append({"root": r.as_dict(), "chain": links})
-        record = {**_named(a, g, node), "live": bool(og.live[node]), "paths": paths}
+        record = {**_named(session, g, node), "live": bool(og.live[node]), "paths": paths}
         if fmt == "json":
             out(dumps(record))
         else:
@@ -137,7 +137,7 @@ def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
                     via = f"  .{link['field']}" if link["field"] else ""
                     out(f"  -> {link['address']} {link['type']}{via}")
             out(f"Found {len(paths):,} {'path' if len(paths) == 1 else 'paths'}.")
-        _report(a, quiet)
+        _report(session, quiet)
 
 
 @click.command()
@@ -154,9 +154,9 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
 
     from ..present.jsonout import dumps
 
-    with _open(file, None, profile, heap, assemblies) as a:
-        og = a.object_graph(kinds)
-        _preamble(a, quiet)
+    with _open(file, None, profile, heap, assemblies) as session:
+        og = session.object_graph(kinds)
+        _preamble(session, quiet)
         g = og.graph
         idom, retained_bytes, retained_count = og.dominators()
         live = og.live
@@ -164,9 +164,9 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         for node in np.argsort(-retained_bytes, kind="stable")[:top].tolist():
             if not live[node]:
                 break
-            objects.append({**_named(a, g, node), "size": int(g.aligned[node]),
+            objects.append({**_named(session, g, node), "size": int(g.aligned[node]),
                             "retained_size": int(retained_bytes[node]), "retained_count": int(retained_count[node])})
-        types = {mt: [a.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in og.by_type().items()}
+        types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in og.by_type().items()}
         type_rows = sorted(({"name": n, "count": c, "size": s, "retained_size": r} for n, c, s, r in types.values()),
                            key=lambda r: (-r["retained_size"], r["name"]))[:top]
         record = {"live_objects": int(live.sum()), "live_bytes": int(g.aligned[live].sum()),
@@ -183,4 +183,4 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
             out(f"{'Count':>9} {'Size':>12} {'Retained':>12}  Type")
             for r in type_rows:
                 out(f"{r['count']:>9,} {r['size']:>12,} {r['retained_size']:>12,}  {r['name']}")
-        _report(a, quiet)
+        _report(session, quiet)

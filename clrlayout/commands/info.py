@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import (out, mt_option, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble,
+from .common import (flags_in, out, mt_option, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble,
                      _report)
 
 
@@ -20,9 +20,9 @@ def info(file, fmt, mt, profile, heap, assemblies, quiet):
     """What the dump holds: format, architecture, runtime, GC heap, String MethodTable, the heap's types."""
     from ..present import info as present
 
-    with _open(file, mt, profile, heap, assemblies) as a:
-        data = a.info
-        _preamble(a, quiet)
+    with _open(file, mt, profile, heap, assemblies) as session:
+        data = flags_in(session.info)  # the reasons and warnings name options as this command line does
+        _preamble(session, quiet)
         if fmt == "json":
             from ..present.jsonout import dumps
 
@@ -30,4 +30,4 @@ def info(file, fmt, mt, profile, heap, assemblies, quiet):
         else:
             for line in present.info_lines(data):
                 out(line)
-        _report(a, quiet)
+        _report(session, quiet)

@@ -23,24 +23,24 @@ def memory(file, fmt, with_ranges, jobs, quiet, heap, profile):
     from ..analyses import memory as analysis
     from ..present import memory as present
 
-    with _open(file, None, profile, heap) as a:
-        _preamble(a, quiet)
-        heaps, bookkeeping, handles = a.loader_heaps(), a.gc_bookkeeping(), a.gc_handle_tables()
-        pieces = analysis.paint(list(a.dump.memory.iter_runs()), analysis.claims(a, heaps, bookkeeping, handles))
+    with _open(file, None, profile, heap) as session:
+        _preamble(session, quiet)
+        heaps, bookkeeping, handles = session.loader_heaps(), session.gc_bookkeeping(), session.gc_handle_tables()
+        pieces = analysis.paint(list(session.dump.memory.iter_runs()), analysis.claims(session, heaps, bookkeeping, handles))
         gc = None
-        if a.heap.exact and a.profile.method_table is not None:
+        if session.heap.exact and session.profile.method_table is not None:
             gc = analysis.GcFigures()
 
             def collect(win):
-                return parallel.StepOutput(extra=analysis.gc_window(win, a.mts))
+                return parallel.StepOutput(extra=analysis.gc_window(win, session.mts))
 
-            a.string_method_table()
-            with _progress(a, enabled=fmt == "table") as progress:
-                parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+            session.string_method_table()
+            with _progress(session, enabled=fmt == "table") as progress:
+                parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
                                    progress=progress.advance, on_found=progress.found, absorb=gc.merge)
-            gc.segments = analysis.segment_figures(a.heap.segments)
-        mm = analysis.MemoryMap(a.dump.memory.total_bytes, pieces, gc, analysis.address_space(a.dump.memory_info),
+            gc.segments = analysis.segment_figures(session.heap.segments)
+        mm = analysis.MemoryMap(session.dump.memory.total_bytes, pieces, gc, analysis.address_space(session.dump.memory_info),
                                 heaps, bookkeeping, handles)
-        for line in present.render(mm, fmt, with_ranges, a.profile.pointer_size):
+        for line in present.render(mm, fmt, with_ranges, session.profile.pointer_size):
             out(line)
-        _report(a, quiet)
+        _report(session, quiet)

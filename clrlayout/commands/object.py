@@ -23,21 +23,21 @@ def object_(file, address, fmt, full, assemblies, quiet, heap, profile):
     the field ADDRESS falls in, and its layout (like dump --layout)."""
     from ..present import jsonout
 
-    with _open(file, None, profile, heap, assemblies) as a:
-        if a.profile.method_table is None:
+    with _open(file, None, profile, heap, assemblies) as session:
+        if session.profile.method_table is None:
             raise UnsupportedType("object: Mono objects are not walked (no exact heap walk)")
-        obj = a.object_at(address)
+        obj = session.object_at(address)
         if obj is None:
             raise TypeNotFound(f"object {address:#x}: no object of the GC heap holds this address"
-                               + ("" if a.heap.segment_at(address) else " (it is outside every heap segment)"))
-        _preamble(a, quiet)
+                               + ("" if session.heap.segment_at(address) else " (it is outside every heap segment)"))
+        _preamble(session, quiet)
         offset = address - obj.address
         heap_name = obj.segment.generation(obj.address)
         if obj.is_free:
             where = "free space between objects"
             lay = None
         else:
-            lay = _object_layout(a, obj, full)
+            lay = _object_layout(session, obj, full)
             held = [r for r in lay.rows if r.offset <= offset < r.end]  # a struct, then its field
             where = "".join(r.description.strip() for r in held) if held else "past its fields"
         if fmt == "jsonl":
@@ -56,5 +56,5 @@ def object_(file, address, fmt, full, assemblies, quiet, heap, profile):
                 f"(MethodTable {obj.method_table:#x}, size {obj.size}, {heap_name}): {where}")
             if lay is not None:
                 out()
-                _print_object_layout(a, obj, heap_name, "table", full, lay)
-        _report(a, quiet)
+                _print_object_layout(session, obj, heap_name, "table", full, lay)
+        _report(session, quiet)

@@ -52,19 +52,19 @@ def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, 
     if top is not None and not duplicates:
         raise UsageError("--top with --type System.String limits the duplicated values: add --duplicates")
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
-    with _open(file, mt, profile, heap) as a:
-        a.string_method_table()
-        selected = with_liveness(a, selected, live, kinds)
-        _preamble(a, quiet)
-        dups = DuplicateCollector(a.profile, a.dump.memory) if duplicates else None
+    with _open(file, mt, profile, heap) as session:
+        session.string_method_table()
+        selected = with_liveness(session, selected, live, kinds)
+        _preamble(session, quiet)
+        dups = DuplicateCollector(session.profile, session.dump.memory) if duplicates else None
         try:
-            result, found = _collect_stats(a, jobs, fmt, selected, dups)
+            result, found = _collect_stats(session, jobs, fmt, selected, dups)
         finally:
             if dups is not None:
                 dups.close()
-        for line in present.render(a, result, found, fmt, 20 if top is None else top):
+        for line in present.render(session, result, found, fmt, 20 if top is None else top):
             out(line)
-        _report(a, quiet, strict)
+        _report(session, quiet, strict)
 
 
 def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict, selected, profile, heap, quiet,
@@ -75,54 +75,54 @@ def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict
     from ..analyses.typestats import TypeStats, top_rows
     from ..present import typestats as present
 
-    with _open(file, None, profile, heap, assemblies) as a:
-        a.require_exact("statistics by type")
-        selected = with_liveness(a, selected, live, kinds)
-        _preamble(a, quiet)
+    with _open(file, None, profile, heap, assemblies) as session:
+        session.require_exact("statistics by type")
+        selected = with_liveness(session, selected, live, kinds)
+        _preamble(session, quiet)
         result = TypeStats()
 
         def collect(win):
             part = TypeStats()
-            part.add(win, a.mts, selected)
+            part.add(win, session.mts, selected)
             return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
 
-        with _progress(a, enabled=fmt == "table") as progress:
-            parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+        with _progress(session, enabled=fmt == "table") as progress:
+            parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
                                progress=progress.advance, on_found=progress.found, absorb=result.merge)
-        if type_name is not None and not _named(a, result.seen, type_name, exact):
-            raise _type_not_found(a, type_name, exact)
+        if type_name is not None and not _named(session, result.seen, type_name, exact):
+            raise _type_not_found(session, type_name, exact)
         mt = selected.method_table
         if mt is not None and mt not in result.seen:
-            raise _no_objects_of(a, mt, f"--mt {mt:#x}")
-        if mt is not None and type_name is not None and not _named(a, [mt], type_name, exact):
-            raise TypeNotFound(f"--mt {mt:#x} is {a.type_name(mt) or 'a type without a name'}, not a type "
+            raise _no_objects_of(session, mt, f"--mt {mt:#x}")
+        if mt is not None and type_name is not None and not _named(session, [mt], type_name, exact):
+            raise TypeNotFound(f"--mt {mt:#x} is {session.type_name(mt) or 'a type without a name'}, not a type "
                                f"{'named' if exact else 'whose name contains'} {type_name!r} (--type)")
-        rows = result.rows(a.type_name, type_name, exact, sort or "size")
-        for line in present.render(a, rows, fmt, top_rows(rows, top, sort or "size")):
+        rows = result.rows(session.type_name, type_name, exact, sort or "size")
+        for line in present.render(session, rows, fmt, top_rows(rows, top, sort or "size")):
             out(line)
-        unnamed = a.why_unnamed(result.totals) if a.profile.method_table is not None else {}
+        unnamed = session.why_unnamed(result.totals) if session.profile.method_table is not None else {}
         if unnamed and not quiet:
             from ..present.info import reasons
 
             n = sum(unnamed.values())
             warn(f"{n:,} {'type has' if n == 1 else 'types have'} no name ({reasons(unnamed)})")
-        _report(a, quiet, strict)
+        _report(session, quiet, strict)
 
 
-def _collect_stats(a, jobs, fmt, selected, dups):
+def _collect_stats(session, jobs, fmt, selected, dups):
     """The statistics (and, into ``dups``, the duplicates) of every string that passes the filters."""
     from ..analyses.stats import DuplicateCollector, StatsCollector
 
-    servers = a.heap.heap_count if a.heap.gc_mode == "server" and a.heap.exact else 0
-    collector = StatsCollector(a.profile, top=10, gc_heaps=servers)
-    with _progress(a, enabled=fmt == "table") as progress:
-        if a.windowed:
+    servers = session.heap.heap_count if session.heap.gc_mode == "server" and session.heap.exact else 0
+    collector = StatsCollector(session.profile, top=10, gc_heaps=servers)
+    with _progress(session, enabled=fmt == "table") as progress:
+        if session.windowed:
             from .. import parallel
 
             def collect(win):  # one step's statistics, merged in heap order by absorb
-                part = StatsCollector(a.profile, top=10, gc_heaps=servers)
-                dpart = DuplicateCollector(a.profile, None) if dups is not None else None
-                for batch in a.window_batches(win):
+                part = StatsCollector(session.profile, top=10, gc_heaps=servers)
+                dpart = DuplicateCollector(session.profile, None) if dups is not None else None
+                for batch in session.window_batches(win):
                     batch = selected.apply(batch)
                     part.add(batch)
                     if dpart is not None:
@@ -134,10 +134,10 @@ def _collect_stats(a, jobs, fmt, selected, dups):
                 if dups is not None:
                     dups.merge(extra[1])
 
-            parallel.run_steps(a, collect, share=parallel.can_share(a, jobs, writes=False),
+            parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
                                progress=progress.advance, on_found=progress.found, absorb=absorb)
         else:
-            for batch in a.iter_batches(progress.advance):
+            for batch in session.iter_batches(progress.advance):
                 progress.found(len(batch))
                 batch = selected.apply(batch)
                 collector.add(batch)

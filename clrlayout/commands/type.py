@@ -22,30 +22,30 @@ def type_(file, name, fmt, assemblies, quiet, heap, profile):
     (or as reflection does), or a MethodTable address."""
     from ..present import typelayout
 
-    with _open(file, None, profile, heap, assemblies) as a:
-        if a.profile.method_table is None:
+    with _open(file, None, profile, heap, assemblies) as session:
+        if session.profile.method_table is None:
             raise UnsupportedType("type: Mono dumps have MonoVTables, whose classes are not read")
         try:
             address = ADDRESS.convert(name, None, None)
         except click.BadParameter:
             address = None
-        if address is not None and a.mts.get(address) is not None:
+        if address is not None and session.mts.get(address) is not None:
             mts = [address]
         else:
-            mts = a.method_tables_named(name) if a.heap.exact else []
+            mts = session.method_tables_named(name) if session.heap.exact else []
             if not mts and address is not None and (name.lower().startswith("0x") or any(c.isdigit() for c in name)):
-                held = a.dump.memory.try_read(address, 1) is not None
+                held = session.dump.memory.try_read(address, 1) is not None
                 raise TypeNotFound(f"type {name}: no MethodTable in the dump at {address:#x}"
                                    + ("" if held else " (the dump holds no memory there)"))
             if not mts:
-                similar = a.type_names_containing(name) if a.heap.exact else []
+                similar = session.type_names_containing(name) if session.heap.exact else []
                 raise TypeNotFound(f"type {name}: no type of that name among the heap's types"
                                    + (f" (names that contain it: {'; '.join(similar)})" if similar else "")
-                                   + ("" if a.heap.exact else " (no exact heap walk: give a MethodTable address)"))
-        _preamble(a, quiet)
+                                   + ("" if session.heap.exact else " (no exact heap walk: give a MethodTable address)"))
+        _preamble(session, quiet)
         for i, mt in enumerate(mts):
             if i:
                 out()
-            for line in typelayout.render(a, a.type_layout(mt), fmt):
+            for line in typelayout.render(session, session.type_layout(mt), fmt):
                 out(line)
-        _report(a, quiet)
+        _report(session, quiet)

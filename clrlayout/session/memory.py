@@ -1,0 +1,67 @@
+"""The runtime's memory beside the heap (loader heaps, GC bookkeeping, handle tables) and the object graph."""
+
+from __future__ import annotations
+
+from ..errors import RootsNotFound
+
+
+class RuntimeMemory:
+    """The runtime's memory beside the heap (loader heaps, GC bookkeeping, handle tables) and the object graph. (a part of :class:`~clrlayout.session.Session`)."""
+
+    def loader_heaps(self):
+        """The runtime's loader heaps (:mod:`clrlayout.runtime.loaderheaps`): their block records searched in
+        all the dump's memory but the GC heap and the images, the heaps that hold them in all but the GC heap;
+        looked for once."""
+        if self._loader_heaps is None:
+            from ..runtime.loaderheaps import find_loader_heaps
+
+            d = self.dump
+            segments = self.heap.segments if self.heap.exact else []
+            gc = [(seg.start, max(seg.end, seg.committed or 0)) for seg in segments]
+            paths = {m.path for m in d.modules}
+            images = [(m.start, m.end) for m in d.file_mappings if m.path in paths] if d.file_mappings \
+                else [(m.base, m.end) for m in d.modules]
+            self._loader_heaps = find_loader_heaps(d.memory, gc, images)
+            if self._loader_heaps.problem:
+                self.warnings.append(self._loader_heaps.problem)
+        return self._loader_heaps
+
+    def gc_bookkeeping(self) -> list[tuple[int, int]]:
+        """``(start, end)`` of the GC's bookkeeping reservations (card table, brick table, mark array, region
+        map; .NET 8+, :mod:`clrlayout.heap.bookkeeping`)."""
+        from ..heap.bookkeeping import gc_bookkeeping
+
+        return gc_bookkeeping(self.dump, self.heap.dac_vars, self.runtime.module)
+
+    def gc_handle_tables(self) -> list[tuple[int, int]]:
+        """``(start, end)`` of the GC's handle table segments (.NET 6+, :mod:`clrlayout.heap.handletables`)."""
+        from ..heap.handletables import handle_table_segments
+
+        return [(lo, hi) for lo, hi, _ in handle_table_segments(self.dump, self.heap.dac_vars)]
+
+    def object_graph(self, kinds=("handles", "finalizer", "stacks")):
+        """The heap's object graph with the roots of ``kinds`` (:class:`~clrlayout.graph.objectgraph.ObjectGraph`:
+        references, reachability, dominators), built once per set of kinds (exact walk only)."""
+        from ..graph.build import build_graph
+        from ..graph.objectgraph import ObjectGraph
+        from ..graph.roots import find_roots
+
+        self.require_exact("the object graph")
+        key = tuple(sorted(kinds))
+        cache = self.__dict__.setdefault("_graphs", {})
+        if key not in cache:
+            if "_heap_graph" not in self.__dict__:
+                self.string_method_table()
+                self._heap_graph = build_graph(self.heap_steps().windows(), self.mts, self.dump.memory)
+                if self._heap_graph.bad_count:
+                    self.warnings.append(f"{self._heap_graph.bad_count:,} references point neither to null nor to "
+                                         "the start of an object (heap corruption, or memory the dump lacks); they "
+                                         "are left out of the graph")
+            roots = find_roots(self.dump, self.heap.dac_vars, self._heap_graph, key)
+            if roots.problems:  # an answer without a kind of roots asked for would call live objects dead
+                others = ",".join(k for k in ("handles", "finalizer", "stacks")
+                                  if k in key and not any(p.startswith(k[:6]) for p in roots.problems))
+                raise self._because(RootsNotFound("; ".join(roots.problems) + (
+                    f" (the other roots: roots={others})" if others else "")))
+            cache[key] = ObjectGraph(self._heap_graph, roots, key)
+        return cache[key]
