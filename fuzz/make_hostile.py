@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]  # a script: the repository, for clrlayout and the tests' support package
 
-from synth import SynthHeap  # noqa: E402
-from synth_dump import build_minidump  # noqa: E402
+from tests.support.synth import SynthHeap  # noqa: E402
+from tests.support.synth_dump import build_minidump  # noqa: E402
 
 from clrlayout.runtime.profiles import select_profile  # noqa: E402
 

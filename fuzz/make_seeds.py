@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]  # a script: the repository, for clrlayout and the tests' support package
 
-from synth_dump import mixed_minidump  # noqa: E402
+from tests.support.synth_dump import mixed_minidump  # noqa: E402
 
 
 def main() -> int:

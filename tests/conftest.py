@@ -1,69 +1,47 @@
+"""The fixtures every tier shares, and the tiers as markers: a test is marked with its folder's tier (``unit``,
+``samples``, ``oracle``), and with ``oracle`` wherever it is when it asks for a real runtime (a fixture of
+:data:`ORACLE_FIXTURES`) or is marked ``live`` or ``dac``.  ``pytest -m "not oracle"`` runs the first two.
+``slow`` marks the exhaustive sweeps and a per-sample test's runs on the samples outside the quick set
+(tests/support/samples.py): ``pytest -m "not oracle and not slow"`` is the quick loop."""
+
 from __future__ import annotations
 
 import json
 import lzma
-import os
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib
+from tests.support.samples import SAMPLES, Sample, data_file, is_quick_sample, load_sample, manifest
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO / "sample_dumps"
-#: files the tests read that were not made here (tests/data/SOURCES.md says where each comes from)
-DATA = REPO / "tests" / "data"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+TIERS = ("unit", "samples", "oracle")
+#: the fixtures that make a test need a real runtime: fresh dumps of real processes, their DAC, a hosted CLR
+#: (the fixtures that make fresh dumps all ask for target_build; a test that downloads a runtime itself is
+#: marked oracle where it is written)
+ORACLE_FIXTURES = {"target_build", "python_host_core"}
 
 
-def data_file(name: str) -> Path:
-    """A file of tests/data (in the repository: a clone has every file its tests read)."""
-    path = DATA / name
-    if not path.exists():
-        pytest.fail(f"{path} is missing from the repository")
-    return path
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        folder = item.path.parent.name
+        tier = folder if folder in TIERS else "samples"
+        if ORACLE_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("live") \
+                or item.get_closest_marker("dac"):
+            tier = "oracle"
+        item.add_marker(getattr(pytest.mark, tier))
+        if any(not is_quick_sample(name) for name in _sample_names(item)):
+            item.add_marker(pytest.mark.slow)
 
 
-def manifest(target: str | None = "strings") -> list[dict]:
-    """The sample dumps of a target program (``strings``, ``types``; None: all of them)."""
-    dumps = tomllib.loads((SAMPLES / "MANIFEST.toml").read_text(encoding="utf-8"))["dumps"]
-    return [e for e in dumps if target is None or e["target"] == f"targets/{target}/Program.cs"]
-
-
-@dataclass
-class Sample:
-    entry: dict
-    path: Path
-    truth: dict
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def string_base_size(self) -> int:
-        """System.String's BaseSize on the sample's runtime (clr-layout-facts.md §2): 14 on x86; on x64 22,
-        and 26 before .NET Core 3.0 (the extra 4 bytes of coreclr#17876)."""
-        if self.truth["pointer_size"] == 4:
-            return 14
-        major = int(self.truth["runtime_version"].split(".")[0])
-        return 26 if major < 3 else 22
-
-    def known(self, name: str) -> dict:
-        for s in self.truth["strings"]:
-            if s["name"] == name:
-                return s
-        raise KeyError(name)
-
-
-def load_sample(entry: dict) -> Sample:
-    truth = json.loads((SAMPLES / entry["truth"]).read_text(encoding="utf-8"))
-    return Sample(entry, SAMPLES / entry["file"], truth)
+def _sample_names(item) -> list[str]:
+    """The sample files a parametrized test runs on (a manifest entry, or a file name)."""
+    names = []
+    for value in getattr(getattr(item, "callspec", None), "params", {}).values():
+        if isinstance(value, dict) and isinstance(value.get("file"), str):
+            names.append(value["file"])
+        elif isinstance(value, str) and value.endswith((".core", ".dmp")):
+            names.append(value)
+    return names
 
 
 @pytest.fixture(params=manifest(), ids=lambda e: e["file"])
@@ -90,18 +68,14 @@ def golden() -> dict:
     return json.loads(data_file("netfx-windbg-strings.json").read_text())
 
 
-def units_to_str(units: list[int]) -> str:
-    return b"".join(u.to_bytes(2, "little") for u in units).decode("utf-16-le", "surrogatepass")
-
-
-# --- fresh dumps of real processes, and the runtime's DAC (tests/fresh.py, tests/dac_oracle.py) ----------
+# --- fresh dumps of real processes, and the runtime's DAC (tests/support/fresh.py, dac_oracle.py) ----------
 
 
 @pytest.fixture(scope="session")
 def target_build(tmp_path_factory) -> Path:
     """The project's target programs: compiled once by Mono's C# compiler (mcs) where it is installed, else the
     assemblies committed in sample_dumps/targets/bin."""
-    from fresh import build_targets
+    from tests.support.fresh import build_targets
 
     return build_targets(tmp_path_factory.mktemp("targets"))
 
@@ -114,7 +88,7 @@ FRESH = [(v, gc) for v in ("2.2.5", "3.1.23", "8.0.4", "10.0.0") for gc in ("wor
 @pytest.fixture(scope="session", params=FRESH, ids=lambda p: f"{p[0]}-{p[1]}")
 def fresh_core(request, target_build, tmp_path_factory):
     """An untrimmed createdump core of the strings target on a real runtime, under each GC."""
-    from fresh import strings_core
+    from tests.support.fresh import strings_core
 
     version, gc = request.param
     return strings_core(target_build, tmp_path_factory.mktemp("core"), version, gc == "server")
@@ -124,7 +98,7 @@ def fresh_core(request, target_build, tmp_path_factory):
 def types_sample(request):
     """A trimmed sample of the types target (`trim --types`: Windows x64 and x86 under Wine, and Linux x64), as
     a FreshCore: the same checks as on fresh cores, against reflection (no DAC here)."""
-    from fresh import FreshCore
+    from tests.support.fresh import FreshCore
 
     e = request.param
     truth = json.loads((SAMPLES / e["truth"]).read_text(encoding="utf-8"))
@@ -135,7 +109,7 @@ def types_sample(request):
 def types_core(request, target_build, tmp_path_factory):
     """An untrimmed core of the types target (BCL, own and Reflection.Emit types, with what reflection says
     of every field) on each real runtime."""
-    from fresh import types_core
+    from tests.support.fresh import types_core
 
     return types_core(target_build, tmp_path_factory.mktemp("types"), request.param)
 
@@ -144,6 +118,6 @@ def types_core(request, target_build, tmp_path_factory):
 def python_host_core(tmp_path_factory):
     """A core of Python hosting CoreCLR 3.1.23 through pythonnet: native memory full of runtime structures,
     and dead objects past gen0's allocation end."""
-    from fresh import python_host_core
+    from tests.support.fresh import python_host_core
 
     return python_host_core(tmp_path_factory.mktemp("host"))

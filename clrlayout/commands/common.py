@@ -47,7 +47,7 @@ def flags_in(data):
     if isinstance(data, str):
         return as_flags(data)
     if isinstance(data, dict):
-        return {k: flags_in(v) for k, v in data.items()}
+        return {flags_in(k): flags_in(v) for k, v in data.items()}
     if isinstance(data, list):
         return [flags_in(v) for v in data]
     return data

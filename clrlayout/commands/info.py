@@ -21,13 +21,13 @@ def info(file, fmt, mt, profile, heap, assemblies, quiet):
     from ..present import info as present
 
     with _open(file, mt, profile, heap, assemblies) as session:
-        data = flags_in(session.info)  # the reasons and warnings name options as this command line does
+        data = session.info  # JSON: the model's data as it is (options by their API names); the table: as flags
         _preamble(session, quiet)
         if fmt == "json":
             from ..present.jsonout import dumps
 
             out(dumps(data))
         else:
-            for line in present.info_lines(data):
+            for line in present.info_lines(flags_in(data)):
                 out(line)
         _report(session, quiet)

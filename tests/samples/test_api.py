@@ -1,0 +1,145 @@
+"""The Python API: the README's example runs and prints what the README shows; the session's answers are
+the commands' answers."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+
+import pytest
+
+from tests.support.samples import REPO, SAMPLES, manifest
+
+import clrlayout
+from clrlayout.cli import main
+
+
+def _readme_example() -> tuple[str, str]:
+    """The code block of the README's "Python API" section and the output block after it."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    shown = re.search(r"```text\n(.*?)```", section, re.S).group(1)
+    return code, shown
+
+
+def test_readme_example_prints_what_the_readme_shows(monkeypatch):
+    code, shown = _readme_example()
+    monkeypatch.chdir(REPO)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
+    assert out.getvalue() == shown
+
+
+def test_public_names():
+    for name in clrlayout.__all__:
+        assert hasattr(clrlayout, name), name
+    from clrlayout import model
+
+    assert clrlayout.open is model.open and clrlayout.Dump is model.Dump
+    assert issubclass(clrlayout.DumpError, clrlayout.ClrLayoutError)
+
+
+@pytest.mark.parametrize("entry", manifest(None), ids=lambda e: e["file"])
+def test_the_models_answers_are_the_commands_answers(entry, capsys):
+    """info = info --format json; strings = dump --format jsonl; per-type counts of heap.objects() = stats
+    --format json; a type's fields = type --format json."""
+    path = str(SAMPLES / entry["file"])
+    assert main(["info", path, "--format", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert main(["dump", path, "--format", "jsonl", "--jobs", "1"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main(["stats", path, "--format", "json", "--jobs", "1"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    with clrlayout.open(path) as dump:
+        assert dump.info.to_dict() == printed
+        heap = dump.runtime.heap
+        strings = list(heap.strings())
+        objects = list(heap.objects())
+        by_type: dict = {}
+        for o in objects:
+            row = by_type.setdefault(o.method_table, [o.type.name, 0, 0, 0])
+            row[1] += 1
+            row[2] += o.size
+            row[3] += o.aligned_size
+        string_type = dump.runtime.type("System.String")
+        assert string_type is not None and string_type.is_string
+        fields = [(f.name, f.offset, f.size, f.type_name) for f in string_type.fields]
+        assert main(["type", path, "System.String", "--format", "json"]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert fields == [(f["name"], f["offset"], f["size"], f["type"]) for f in shown["fields"]]
+        if entry["target"].endswith("types/Program.cs"):  # the types samples keep what layouts read
+            assert string_type.fields[0].name in ("_stringLength", "m_stringLength")
+    assert [(int(r["address"], 16), r["value"], r["size"], r["aligned_size"]) for r in lines] == \
+        [(x.address, x.as_string(), x.size, x.aligned_size) for x in strings]
+    # every string is an object, typed System.String, with the same sizes
+    named = [(o.address, o.size, o.aligned_size) for o in objects if o.type.is_string]
+    assert named == [(x.address, x.size, x.aligned_size) for x in strings]
+    rows = {int(r["method_table"], 16): [r["name"], r["count"], r["total_size"], r["total_aligned_size"]]
+            for r in stats["types"] if r["name"] != "Free"}
+    assert by_type == rows
+
+
+def test_object_at_and_field_values():
+    path = SAMPLES / "types.coreclr-10.0.0.linux-x64.core"
+    with clrlayout.open(path) as dump:
+        heap = dump.runtime.heap
+        padded = next(o for o in heap.objects() if o.type.name == "Padded")
+        assert heap.object_at(padded.address + 3).address == padded.address  # an interior address
+        values = padded.fields
+        assert values["L"] == -1234567890123 and values["A"] == 171 and values["C"] == 205
+        name = heap.object_at(values["Name"])
+        assert name.type.is_string and name.as_string() == "padded"
+        assert [t.name for t in padded.type.parents] == ["System.Object"]
+        assert heap.object_at(1) is None
+
+
+def test_dump_closes_the_file():
+    path = str(SAMPLES / manifest()[0]["file"])
+    fd_dir = "/proc/self/fd"
+    if not os.path.isdir(fd_dir):
+        pytest.skip("no /proc/self/fd on this OS")
+    before = len(os.listdir(fd_dir))
+    with clrlayout.open(path) as dump:
+        assert len(os.listdir(fd_dir)) == before + 1
+        next(dump.runtime.heap.strings())
+    assert len(os.listdir(fd_dir)) == before
+
+
+def test_errors_are_typed(tmp_path):
+    bad = tmp_path / "not-a-dump"
+    bad.write_bytes(b"hello, world")
+    with pytest.raises(clrlayout.DumpError) as e:
+        clrlayout.open(bad)
+    assert e.value.exit_code == 3
+    path = SAMPLES / manifest()[0]["file"]
+    with clrlayout.open(path, heap="scan") as dump:
+        assert not dump.runtime.heap.exact
+        assert len(list(dump.runtime.heap.strings())) > 0
+        with pytest.raises(clrlayout.HeapNotFound):
+            next(dump.runtime.heap.objects())
+
+
+def test_the_graph_api_is_the_commands(capsys):
+    """obj.references(), heap.roots(), heap.is_live(), heap.retained_size() answer as refs, retained and --live."""
+    path = str(SAMPLES / manifest("graph")[0]["file"])
+    truth = {o["name"]: o for o in json.loads((SAMPLES / manifest("graph")[0]["truth"]).read_text())["objects"]}
+    chain = int(truth["chain"]["address"], 16)
+    assert main(["refs", path, hex(chain), "--format", "json"]) == 0
+    refs = json.loads(capsys.readouterr().out)
+    assert main(["stats", path, "--live", "--format", "json"]) == 0
+    live = json.loads(capsys.readouterr().out)
+    with clrlayout.open(path) as dump:
+        heap = dump.runtime.heap
+        head = heap.object_at(chain)
+        assert [hex(o.address) for o in head.references()] == [r["address"] for r in refs["references"]]
+        assert [o.type.name for o in head.references()] == [r["type"] for r in refs["references"]]
+        assert heap.retained_size(head) == refs["retained_size"] and heap.is_live(head)
+        kinds = {r.kind for r in heap.roots()}
+        assert {"strong handle", "pinned handle", "stack (conservative)"} <= kinds
+        assert sum(heap.is_live(o) for o in heap.objects()) == live["count"]
+        assert not heap.is_live(int(truth["stack_local"]["address"], 16), roots=("handles", "finalizer"))

@@ -1,0 +1,107 @@
+"""The package reads as the pipeline (ARCHITECTURE.md): each layer imports only the layers before it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "clrlayout"
+
+#: the layers in pipeline order; a module may import its own layer's modules and any earlier layer's
+LAYERS = [
+    {"errors", "limits", "findings", "util", "formats"},
+    {"dump"},
+    {"runtime"},
+    {"types"},
+    {"heap"},
+    {"objects"},
+    {"analyses", "graph"},
+    {"session", "parallel"},
+    {"model"},
+    {"present"},
+    {"trim", "live"},
+    {"commands"},
+    {"cli", "__main__"},
+]
+
+
+def _rank(module: str) -> int:
+    top = module.split(".")[1] if "." in module else module
+    for i, layer in enumerate(LAYERS):
+        if top in layer:
+            return i
+    raise AssertionError(f"{module}: not in any layer of ARCHITECTURE.md")
+
+
+def _imports() -> dict[str, set[str]]:
+    mods = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        mods[name] = path
+    graph = {}
+    for name, path in mods.items():
+        pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = pkg
+                for _ in range(max(0, node.level - 1)):
+                    base = base.rpartition(".")[0]
+                mod = (base + "." + node.module if node.module else base) if node.level else (node.module or "")
+                found |= {t for t in [mod] + [f"{mod}.{a.name}" for a in node.names] if t in mods}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in mods}
+        graph[name] = found - {name}
+    return graph
+
+
+def test_layers_only_look_down():
+    wrong = []
+    for module, targets in _imports().items():
+        if module == "clrlayout":  # the package root re-exports the public API
+            continue
+        for target in targets:
+            if target != "clrlayout" and _rank(target) > _rank(module):
+                wrong.append(f"{module} imports {target}")
+    assert not wrong
+
+
+def test_no_import_cycles():
+    graph = _imports()
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list) -> None:
+        state[node] = 1
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                raise AssertionError(" -> ".join(path[path.index(nxt):] + [nxt]) if nxt in path else nxt)
+            if nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node, [node])
+
+
+def test_library_messages_name_options_as_the_api_does():
+    """Below the commands, a message names an option as ``clrlayout.open``'s keyword (``method_table=``), never
+    as a command-line flag: the CLI's chokepoints show flags (errors.as_flags)."""
+    import re
+
+    below = {name for layer in LAYERS[: LAYERS.index({"present"})] for name in layer}
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[0] not in below or parts[0] == "errors":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                    and re.search(r"(^|[\s(])--[a-z]", node.value):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value[:60]}")
+    assert not found, "\n".join(found)
