@@ -12,7 +12,7 @@ import enum
 
 
 class ExitCode(enum.IntEnum):
-    """Process exit codes of the ``clrlayout`` command (documented in the README)."""
+    """Process exit codes of the ``clrlayout`` command (documented in docs/reference.md)."""
 
     OK = 0
     #: under ``--strict``, an answer that is not exact and complete; or a failed check in ``clrlayout live``

@@ -110,9 +110,9 @@ KINDS += [Kind("10.0.13", "linux-x64", single_file=True)]
 # checked against reflection on every test run (Linux ones are checked against the DAC on fresh cores)
 KINDS += [Kind(v, "win-x64", target="types") for v in ("3.1.23", "8.0.4")]
 KINDS += [Kind(v, "win-x86", target="types") for v in ("2.1.8", "3.1.23")]
-# and one on Linux, for the README's examples of `type` and `dump --layout` (fields of generic structs too)
+# and one on Linux, for the docs' examples of `type` and `dump --layout` (fields of generic structs too)
 KINDS += [Kind("10.0.0", "linux-x64", target="types")]
-# the graph target, for the README's leak hunt and the graph tests that need no runtime
+# the graph target, for the docs' leak hunt and the graph tests that need no runtime
 KINDS += [Kind("10.0.0", "linux-x64", target="graph")]
 BY_KEY = {k.key: k for k in KINDS}
 

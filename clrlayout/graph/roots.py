@@ -10,8 +10,8 @@
   of the precise stack roots.
 
 Statics are held by handles up to .NET 8 (object[]s of pinned handles); .NET 10's thread statics are held by
-per-thread arrays the GC reports directly, which a conservative stack scan does not see: a limitation the
-README names.
+per-thread arrays the GC reports directly, which a conservative stack scan does not see: a limitation
+docs/limitations.md names.
 """
 
 from __future__ import annotations

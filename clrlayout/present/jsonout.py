@@ -29,7 +29,7 @@ def dumps(obj) -> str:
 
 
 def string_record(s: StringObject) -> dict:
-    """One JSON Lines record; the field names are fixed (README: JSON Lines schema)."""
+    """One JSON Lines record; the field names are fixed (docs/reference.md: JSON Lines schema)."""
     return {
         "address": f"{s.address:#x}",
         "method_table": f"{s.method_table:#x}",
@@ -44,7 +44,7 @@ def string_record(s: StringObject) -> dict:
 
 
 def object_record(obj, heap: str) -> dict:
-    """One JSON Lines record of an object of any type (README: JSON Lines schema)."""
+    """One JSON Lines record of an object of any type (docs/reference.md: JSON Lines schema)."""
     record = {"address": f"{obj.address:#x}", "method_table": f"{obj.method_table:#x}", "type": obj.type_name,
               "size": obj.size, "aligned_size": obj.aligned_size}
     if obj.type.component_size:

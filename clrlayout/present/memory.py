@@ -12,7 +12,7 @@ def _pct(part: int, whole: int) -> str:
 
 
 def record(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> dict:
-    """The JSON of ``memory`` (README: JSON of memory)."""
+    """The JSON of ``memory`` (its fields: docs/guide/memory.md)."""
     kinds = mm.kinds()
     out = {"total_bytes": mm.total_bytes,
            "kinds": [{"kind": k, "bytes": kinds[k][1], "ranges": kinds[k][0]} for k in KINDS]}

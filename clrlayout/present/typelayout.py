@@ -18,7 +18,7 @@ def field_record(f: FieldLayout) -> dict:
 
 
 def type_record(lay: TypeLayout, parent_names: list, losses: tuple[int, int]) -> dict:
-    """The JSON of ``type`` (README: JSON schema of type)."""
+    """The JSON of ``type`` (its fields: docs/guide/types.md)."""
     return {
         "method_table": f"{lay.method_table:#x}",
         "name": lay.name,

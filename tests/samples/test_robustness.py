@@ -20,10 +20,10 @@ from tests.support.scripts import script
 
 from clrlayout.cli import main
 
-#: exit codes a damaged dump may give (README: exit codes); 70 (a bug) is never allowed
+#: exit codes a damaged dump may give (docs/reference.md: exit codes); 70 (a bug) is never allowed
 ALLOWED = {0, 1, 3, 4, 5}
 #: a hang guard, not a stopwatch: what these dumps take is a fraction of a second even on a busy machine
-#: (bench/ and the README's reliability section hold the timings); only a hang reaches this
+#: (bench/ and docs/reliability.md hold the timings); only a hang reaches this
 HANG_SECONDS = 60
 #: the work a command may do, counted instead of timed: bytes read from the dump (reads and maps of the
 #: file) per byte of it, plus a constant for the readers' read-ahead, and MethodTables validated per word

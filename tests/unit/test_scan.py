@@ -86,7 +86,7 @@ def test_an_empty_string_needs_objects_on_both_sides(profile):
 
 def test_the_gc_bounds_leave_out_the_stale_tail(profile):
     """Past the heap's end (alloc_allocated) lie dead objects no pattern tells from live ones: only the GC's
-    bookkeeping does.  With its bounds the scan keeps inside them; without, it cannot (the README says so)."""
+    bookkeeping does.  With its bounds the scan keeps inside them; without, it cannot (docs/limitations.md says so)."""
     h, live = live_heap(profile)
     tail = b"".join(string_span(profile, f"dead {i}", h.string_mt) for i in range(30))
     dump, end = dump_of(h, b"\0" * 64, tail)

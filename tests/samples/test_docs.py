@@ -1,5 +1,6 @@
-"""The README shows real output: every ``$ clrlayout ...`` example on a bundled sample (or on no dump) is
-run, and its output must be the README's, line for line (a line ``...`` stands for lines left out)."""
+"""The README and the docs show real output: every ``$ clrlayout ...`` example on a bundled sample (or on no
+dump) is run, and its output must be the page's, line for line (a line ``...`` stands for lines left out);
+every Python example followed by its output is run too; and the docs build (mkdocs, strict)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ from clrlayout.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
+#: every page, as one text (the examples are collected from all of them)
+ALL = "\n".join(p.read_text(encoding="utf-8") for p in PAGES)
 
 
 def _examples() -> list[tuple[str, str]]:
     """(command, expected output) of each ```text block that starts with `$ clrlayout` (after comment lines)."""
     out = []
-    for block in re.findall(r"```text\n(.*?)```", README, flags=re.S):
+    for block in re.findall(r"```text\n(.*?)```", ALL, flags=re.S):
         block = re.sub(r"\A(#[^\n]*\n)+", "", block)
         if not block.startswith("$ clrlayout "):
             continue
@@ -34,7 +38,7 @@ EXAMPLES = [(c, o) for c, o in _examples() if not c.startswith(NOT_HERE)]
 
 
 def test_the_readme_has_examples():
-    assert len(EXAMPLES) >= 6
+    assert len(re.findall(r"^\$ clrlayout ", README, flags=re.M)) >= 10 and len(EXAMPLES) >= 25
 
 
 def _shell_commands() -> list[str]:
@@ -53,7 +57,7 @@ def test_every_clrlayout_command_of_the_readme_is_run_here():
     """No `$ clrlayout` line of the README stands outside the blocks run above (a dump this repository does not
     hold, a command a test does not run)."""
     shown = [c for c, _ in _examples()]
-    every = re.findall(r"^\$ (clrlayout [^\n]*)$", README, flags=re.M)
+    every = re.findall(r"^\$ (clrlayout [^\n]*)$", ALL, flags=re.M)
     assert sorted(every) == sorted(shown)
     for command in shown:
         for word in shlex.split(command):
@@ -101,3 +105,45 @@ def _matches(got: list[str], expected: list[str]) -> bool:
             return False
         pos += len(c)
     return pos <= len(got) - len(last)
+
+
+def _python_examples() -> list[tuple[str, str, str]]:
+    """(page, code, shown output) of each ```python block that a ```text block follows."""
+    out = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for code, shown in re.findall(r"```python\n(.*?)```\s*```text\n(.*?)```", text, flags=re.S):
+            out.append((page.relative_to(ROOT).as_posix(), code, shown))
+    return out
+
+
+@pytest.mark.parametrize("page,code,shown", _python_examples(), ids=[p for p, _, _ in _python_examples()])
+def test_python_example_prints_what_the_page_shows(monkeypatch, page, code, shown):
+    import contextlib
+    import io
+
+    monkeypatch.chdir(ROOT)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, page, "exec"), {"__name__": "docs_example"})
+    assert out.getvalue() == shown
+
+
+def test_the_docs_build(tmp_path):
+    """mkdocs builds the site with every page in its navigation, every link resolving and the API reference
+    generated from the docstrings (strict: a warning fails)."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    config = load_config(str(ROOT / "mkdocs.yml"), site_dir=str(tmp_path / "site"), strict=True)
+    build(config)
+    api = (tmp_path / "site" / "api-reference" / "index.html").read_text(encoding="utf-8")
+    assert "clrlayout.model.heap.Heap" in api and "retained_size" in api
+
+
+def test_every_link_of_the_readme_resolves():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
+    local = [link for link in links if not link.startswith(("http://", "https://"))]
+    assert len(local) >= 15
+    for link in local:
+        assert (ROOT / link).exists(), link
