@@ -153,7 +153,7 @@ def test_clean_heap_gives_no_warning_with_one_or_two_processes(tmp_path):
 
 CHILD_DIES = """
 import os, sys
-import clrlayout.parallel as parallel
+import clrlayout.parallel.steps as parallel
 from clrlayout.cli import main
 
 real = getattr(parallel, WHERE)
@@ -244,7 +244,7 @@ def test_guesses_on_real_heaps(sample):
 BLIND_CHILD = """
 import os
 import sys
-import clrlayout.parallel as parallel
+import clrlayout.parallel.steps as parallel
 from clrlayout.cli import main
 
 real = parallel._child

@@ -1,37 +1,17 @@
-"""Several processes walk one heap and share the work, with the serial result byte for byte.
-
-The heap walk is a chain, but it goes window by window, and windows have fixed bounds
-(``fastwalk.HeapSteps``).  A window can also be walked from a *guess* of where the chain enters it (the end
-of a short walk just before it), so it can be walked before the chain gets there.  So after the dump is
-opened the process forks children (``--jobs N``: N - 1 of them), and all of them claim the windows that hold
-dump memory in a shared table, each the next free ones (BLOCK at a time), and walk and format them side by
-side: the children from guesses, the parent from the real cursor when the chain reaches a free window, and
-from guesses while it waits for a child.  A window right after one the same process walked starts where
-that walk ended, not from a guess (a guess costs a short walk of its own).
-
-The parent follows the real chain window by window.  A window whose walk started where the real cursor
-enters it is taken as it is: a step depends only on its cursor.  Any other (a wrong guess, which is rare, a
-window the chain enters in a way that no guess foresaw, or one two processes claimed at once) the parent
-walks again from the real cursor, or takes its own walk of it.  What is taken is written in heap order:
-the child that walked a window writes its output when the parent gives it the turn, or drops it when told
-to.  Totals, findings and whatever else a command collects come to the parent with each window and are
-merged in heap order.
-
-If a child goes away (it is killed, or it fails), the parent walks its windows itself, so the output stays
-whole.  A parent that goes away takes the children with it (their pipes close).
-"""
+"""The shared walk: the parent, its children, the claim table, and the windows taken in heap order (the
+package's docstring says how)."""
 
 from __future__ import annotations
 
 import mmap
 import os
-import pickle
 import select
 import signal
-import struct
 import sys
 from dataclasses import dataclass
 from typing import Callable
+
+from .channel import Channel as _Channel, reap as _reap
 
 MIN_HEAP_BYTES = 64 << 20  # heap bytes per process: below this another process costs more than it saves
 MAX_JOBS = 64  # processes at most (the claim table holds one byte per window: the process that claimed it)
@@ -89,7 +69,7 @@ def write_out(data) -> None:
         except BrokenPipeError:
             raise
         except OSError as e:
-            from .errors import OutputError
+            from ..errors import OutputError
 
             raise OutputError(f"cannot write the output: {e.strerror or e}") from None
 
@@ -158,7 +138,7 @@ class _Result:
 
 def _walk(steps, cursor):
     """Walk one step, its findings kept apart: (window or None, findings, next cursor, bytes walked)."""
-    from .findings import Findings
+    from ..findings import Findings
 
     found = Findings(steps.walker.findings.limit)
     walked = [0]
@@ -436,105 +416,3 @@ def _judged(channel: "_Channel", kept: dict, room: int) -> bool:
             if not channel.send(b"S", None):
                 return False
     return True
-
-
-# --- the pipes ----------------------------------------------------------------------------------------
-
-
-class _Channel:
-    """Messages of one kind byte, a length and a pickled payload, over a pair of pipes."""
-
-    def __init__(self, reader: int, writer: int):
-        self.reader, self.writer = reader, writer
-        self.broken = False
-
-    def send(self, kind: bytes, payload) -> bool:
-        if self.broken:
-            return False
-        body = b"" if payload is None else pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-        try:
-            _write_all(self.writer, kind + struct.pack("<I", len(body)) + body)
-        except OSError:
-            self.broken = True
-            return False
-        return True
-
-    def receive(self, kind: bytes, expect_payload: bool = True):
-        """The payload of the next message, which must be of ``kind``; None when the other side has gone
-        (then ``broken`` is set) or the payload is empty (b"" without ``expect_payload``)."""
-        got = self._message(kind)
-        if got is None:
-            return None
-        body = got[1]
-        if not body:
-            return None if expect_payload else b""
-        return pickle.loads(body)
-
-    def receive_kind(self, kinds: bytes) -> bytes | None:
-        """The kind of the next message, which must be one of ``kinds`` (None: the other side has gone)."""
-        got = self._message(kinds)
-        return None if got is None else got[0]
-
-    def message(self, kinds: bytes) -> tuple[bytes, object] | None:
-        """The next message, of one of ``kinds``: (kind, payload or None)."""
-        got = self._message(kinds)
-        if got is None:
-            return None
-        return got[0], (pickle.loads(got[1]) if got[1] else None)
-
-    def ready(self) -> bool:
-        """Whether a message has begun to come (or the other side has gone)."""
-        return self.broken or bool(select.select([self.reader], [], [], 0)[0])
-
-    def _message(self, kinds: bytes) -> tuple[bytes, bytes] | None:
-        if self.broken:
-            return None
-        head = _read_exact(self.reader, 5)
-        if head is None or head[:1] not in [kinds[i : i + 1] for i in range(len(kinds))]:
-            self.broken = True
-            return None
-        size = struct.unpack("<I", head[1:])[0]
-        body = _read_exact(self.reader, size) if size else b""
-        if body is None:
-            self.broken = True
-            return None
-        return head[:1], body
-
-    def close(self) -> None:
-        for fd in (self.reader, self.writer):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exact(fd: int, n: int) -> bytes | None:
-    data = b""
-    while len(data) < n:
-        try:
-            chunk = os.read(fd, n - len(data))
-        except InterruptedError:
-            continue
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        data += chunk
-    return data
