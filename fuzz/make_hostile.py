@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The hand-made hostile dumps, one per hazard the code guards (tests/test_robustness.py builds them).
+"""The hand-made hostile dumps, one per hazard the code guards (tests/samples/test_robustness.py builds them).
 
     python fuzz/make_hostile.py OUT_DIR          # write them, to look at or to seed a fuzzer
     python fuzz/make_hostile.py --regressions    # rewrite the reduced fuzz crashers of tests/corpus/regressions/

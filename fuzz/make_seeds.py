@@ -3,7 +3,7 @@
 
     python fuzz/make_seeds.py OUT_DIR
 
-- synthetic CoreCLR minidumps (x64, x86) from tests/synth_dump.py: a few KB, the whole dump path;
+- synthetic CoreCLR minidumps (x64, x86) from tests/support/synth_dump.py: a few KB, the whole dump path;
 - the trimmed seeds of tests/corpus/ (real dumps, 30 strings each);
 - the first 32 KB of each real sample: every header, directory, stream and note, little memory.
 """

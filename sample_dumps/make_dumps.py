@@ -134,7 +134,7 @@ TARGET_SOURCES = {
     "graph": ((TARGETS / "graph" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
 }
 #: the assemblies built from those sources, in the repository: IL runs on every runtime, so a clone needs no C#
-#: compiler (mcs builds them byte for byte the same: tests/test_targets.py rebuilds and compares them)
+#: compiler (mcs builds them byte for byte the same: tests/unit/test_targets.py rebuilds and compares them)
 PREBUILT = TARGETS / "bin"
 #: Mono's C# compiler
 MCS = os.environ.get("CLRLAYOUT_MCS", "mcs")

@@ -10,7 +10,7 @@ record is kept only when its whole list holds together -- every ``next`` leads t
 to null --, its block starts in memory of the process as the dump describes it, and the list is the one a
 loader heap holds: a word points at its first record (``m_pFirstBlock``) with, a few words beside it, a
 pointer into that first (newest) block (the heap's allocation pointer, committed end or reserved end).  Against the runtime's
-own DAC (``TraverseLoaderHeap`` over every heap it knows, tests/test_memory.py) the blocks kept are the
+own DAC (``TraverseLoaderHeap`` over every heap it knows, tests/samples/test_memory.py) the blocks kept are the
 DAC's, block for block; on .NET Core 3.1 also two blocks of the global loader allocator's first
 reservation that the 3.1 DAC lists under no heap.
 """

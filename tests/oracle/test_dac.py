@@ -1,6 +1,6 @@
-"""clrlayout against the runtime's own DAC, on fresh untrimmed cores of real processes (tests/fresh.py).
+"""clrlayout against the runtime's own DAC, on fresh untrimmed cores of real processes (tests/support/fresh.py).
 
-The DAC (libmscordaccore.so, beside each Linux runtime) is hosted by tests/dac_oracle.py in its own
+The DAC (libmscordaccore.so, beside each Linux runtime) is hosted by tests/support/dac_oracle.py in its own
 process; it lists every object of the heap as SOS and ClrMD see it.  Nothing here is a stored answer:
 both sides read the same core, made at test time.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The runtime's own DAC as an oracle for the tests: every object of a Linux core's GC heap, as SOS sees it.
 
-    python tests/dac_oracle.py CORE LIBMSCORDACCORE [--names] [--strings] [--fields]
+    python tests/support/dac_oracle.py CORE LIBMSCORDACCORE [--names] [--strings] [--fields]
 
 It hosts ``libmscordaccore.so`` (shipped beside each Linux runtime's ``libcoreclr.so``) with ctypes: an
 ``ICLRDataTarget`` over the core file (memory from its PT_LOAD segments, image bytes the core left out read

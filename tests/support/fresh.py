@@ -70,7 +70,7 @@ def types_core(build: Path, work: Path, version: str) -> FreshCore:
 
 
 def python_host_core(work: Path, iterations: int = 8000) -> FreshCore:
-    """Python hosting CoreCLR 3.1.23 through pythonnet (tests/python_host.py), dumped by createdump."""
+    """Python hosting CoreCLR 3.1.23 through pythonnet (tests/support/python_host.py), dumped by createdump."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "python-host.core"
     subprocess.run([sys.executable, str(HERE / "python_host.py"), str(out), str(iterations)], check=True,

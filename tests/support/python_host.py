@@ -1,7 +1,7 @@
 """A real CoreCLR process of the kind users dump: Python hosting the runtime through pythonnet, passing
-strings and collections back and forth (tests/fresh.py dumps it).
+strings and collections back and forth (tests/support/fresh.py dumps it).
 
-    python tests/python_host.py OUT.core [ITERATIONS]
+    python tests/support/python_host.py OUT.core [ITERATIONS]
 
 Its native memory holds runtime structures with MethodTable pointers, and its gen0 has been collected
 many times, so dead objects lie past the allocation end: what a scan must not report as live strings.
