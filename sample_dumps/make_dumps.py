@@ -61,13 +61,14 @@ class Kind:
     server: bool = False
     single_file: bool = False
     #: "strings" | "types" (trimmed with --types: every object and its type's layout) | "graph" (likewise, and what
-    #: the object graph reads: the graphs of targets/graph with what it expects)
+    #: the object graph reads: the graphs of targets/graph with what it expects) | "leak" (the graph target dumped
+    #: twice, before and after it leaked LEAK_STEP items: two files, `before` and `after`)
     target: str = "strings"
 
     @property
     def whole(self) -> bool:
         """Dumped with every mapping (createdump --full) and trimmed with --types."""
-        return self.target in ("types", "graph")
+        return self.target in ("types", "graph", "leak")
 
     @property
     def key(self) -> str:
@@ -80,6 +81,14 @@ class Kind:
         suffix = "core" if self.platform.startswith("linux") else "dmp"
         return (f"{self.target}.coreclr-{self.version}.{self.platform}{'-svr' if self.server else ''}"
                 f"{'-singlefile' if self.single_file else ''}.{suffix}")
+
+    @property
+    def files(self) -> list[str]:
+        """The sample's files: one, or a leak's two (``.before``, ``.after``)."""
+        if self.target != "leak":
+            return [self.file]
+        stem, suffix = self.file.rsplit(".", 1)
+        return [f"{stem}.before.{suffix}", f"{stem}.after.{suffix}"]
 
     @property
     def producer(self) -> str:
@@ -114,6 +123,10 @@ KINDS += [Kind(v, "win-x86", target="types") for v in ("2.1.8", "3.1.23")]
 KINDS += [Kind("10.0.0", "linux-x64", target="types")]
 # the graph target, for the docs' leak hunt and the graph tests that need no runtime
 KINDS += [Kind("10.0.0", "linux-x64", target="graph")]
+# ... and a leak between two dumps of one process of it, for the README's leak found with diff
+KINDS += [Kind("10.0.0", "linux-x64", target="leak")]
+#: how many LeakItems the graph target leaks between the two dumps of the leak sample
+LEAK_STEP = 300
 BY_KEY = {k.key: k for k in KINDS}
 
 
@@ -194,9 +207,10 @@ def stop_target(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def make_linux_series(build: Path, work: Path, runtime: runtimes.Runtime, grows: list) -> list:
+def make_linux_series(build: Path, work: Path, runtime: runtimes.Runtime, grows: list, full: bool = False) -> list:
     """The graph target on a Linux runtime dumped once, then again after each step of ``grows`` ("grow N": N
-    more objects it leaks): [(core, what the step added: None for the first)]."""
+    more objects it leaks): [(core, what the step added: None for the first)]; ``full``: every mapping (the
+    images too, so that a trimmed copy names its types)."""
     truth = work / f"truth-graph-{runtime.version}.json"
     config = runtime.write_runtimeconfig(build / f"graph-{runtime.version}.runtimeconfig.json")
     proc, pid = start_target(runtime.command(build / "graph.dll", config, truth), runtime.environment())
@@ -209,7 +223,8 @@ def make_linux_series(build: Path, work: Path, runtime: runtimes.Runtime, grows:
                 while not proc.stdout.readline().startswith("READY "):
                     pass
             core = work / f"raw-graph-{runtime.version}-{step}.core"
-            run([runtime.createdump, "-f", core, str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            run([runtime.createdump, *(["--full"] if full else []), "-f", core, str(pid)], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
             added = json.loads(Path(f"{truth}.{step}").read_text()) if n is not None else None
             out.append((core, added))
     finally:
@@ -320,11 +335,15 @@ def manifest_entry(kind: Kind, path: Path, truth_path: Path, raw_bytes: int, str
         "runtime": f"coreclr {truth['runtime_version']}",
         "single_file": kind.single_file,
         "producer": kind.producer,
-        "target": f"targets/{kind.target}/Program.cs",
+        "target": f"targets/{'graph' if kind.target == 'leak' else kind.target}/Program.cs",
         "strings": strings,
         "holds": (f"{len(truth['objects'])} objects (BCL, own, generic, explicit-layout, Reflection.Emit and array "
                   f"types) with what reflection says of every field, kept with every heap object and what naming and "
                   f"laying out their types reads (clrlayout trim --types)") if kind.target == "types" else
+                 (f"the graph target's {len(truth['objects'])} known objects, and " + (
+                     f"{truth['leaked']} LeakItems (each with a LeakPayload[] and a session-token string) it leaked "
+                     f"after the first dump, {truth['leaked_bytes']:,} bytes, held by a static list" if "leaked" in truth
+                     else "the dump taken before it leaked") + " (clrlayout trim --types)") if kind.target == "leak" else
                  (f"{len(truth['objects'])} objects of known graphs (a chain, a cycle, a shared subtree, a cache, an "
                   f"object held only by a dependent handle, objects only in the finalization queue, one only on a "
                   f"thread's stack, dead ones) with their expected reachability and retained sizes, kept with every "
@@ -334,7 +353,24 @@ def manifest_entry(kind: Kind, path: Path, truth_path: Path, raw_bytes: int, str
                   f"headers), {len(truth['dead_addresses'])} dead strings, {len(truth['stale_addresses'])} dead strings "
                   f"left inside free objects by a GC, every 8th of them pinned alive"),
         "command": f"python sample_dumps/make_dumps.py --only {kind.key}",
+        **({"step": "after" if ".after." in path.name else "before"} if kind.target == "leak" else {}),
     }
+
+
+def make_leak(kind: Kind, build: Path, work: Path) -> list[tuple[Path, Path, object]]:
+    """The leak sample: the graph target dumped (--full), then again after it leaked LEAK_STEP items; each
+    trimmed with --types.  Its truth files: the target's (before), and that with what the step added (after)."""
+    runtime = runtimes.get(kind.version)
+    series = make_linux_series(build, work, runtime, [LEAK_STEP], full=True)
+    base = json.loads((work / f"truth-graph-{runtime.version}.json").read_text(encoding="utf-8"))
+    out = []
+    for (raw, added), name in zip(series, kind.files):
+        path = HERE / name
+        result = trim(str(raw), str(path), types=True)
+        truth = path.with_name(name.rsplit(".", 1)[0] + ".truth.json")
+        truth.write_text(json.dumps(dict(base, **(added or {})), indent=1), encoding="utf-8")
+        out.append((path, truth, result))
+    return out
 
 
 def write_manifest(entries: list[dict]) -> None:
@@ -382,6 +418,11 @@ def main() -> int:
         compile_targets(build)
         for key in kinds:
             kind = BY_KEY[key]
+            if kind.target == "leak":
+                for out, truth_out, result in make_leak(kind, build, work):
+                    entries[out.name] = manifest_entry(kind, out, truth_out, result.input_bytes, result.strings)
+                    log(f"{out.name}: {result.output_bytes:,} bytes (from {result.input_bytes:,})")
+                continue
             if kind.single_file:
                 raw, truth = make_single_file(build, work)
             elif kind.platform.startswith("linux"):
@@ -401,7 +442,7 @@ def main() -> int:
                 shutil.copy(raw, args.keep_raw / raw.name)
             entries[out.name] = manifest_entry(kind, out, truth_out, result.input_bytes, result.strings)
             log(f"{out.name}: {result.output_bytes:,} bytes (from {result.input_bytes:,}), {result.strings:,} strings")
-    write_manifest([entries[k.file] for k in KINDS if k.file in entries])
+    write_manifest([entries[f] for k in KINDS for f in k.files if f in entries])
     return 0
 
 

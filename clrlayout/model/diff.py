@@ -50,12 +50,13 @@ class DiffRow:
 
     @property
     def status(self) -> str:
-        """new (only in the last), gone (not in the last), or changed / same."""
+        """new (only in the last), gone (not in the last), or changed / same (count, bytes and, with the object
+        graph, retained bytes: a type whose objects stay while what they hold grows has changed)."""
         if not self.counts[0] and self.counts[-1]:
             return "new"
         if self.counts[0] and not self.counts[-1]:
             return "gone"
-        return "changed" if self.delta_count or self.delta_bytes else "same"
+        return "changed" if self.delta_count or self.delta_bytes or self.delta_retained else "same"
 
     @property
     def grew_every_step(self) -> bool:

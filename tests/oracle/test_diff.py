@@ -14,7 +14,6 @@ from tests.support.samples import SAMPLES
 from tests.support.scripts import script
 
 
-
 def _json(capsys, *args):
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()
@@ -80,3 +79,37 @@ def test_usage(capsys):
     capsys.readouterr()
     data = _json(capsys, "diff", one, SAMPLES / "strings.coreclr-8.0.4.win-x64.dmp", "--format", "json")
     assert data["warnings"] and "not comparable" in data["warnings"][0]
+
+
+@pytest.fixture(scope="module")
+def linux_types_core(target_build, tmp_path_factory):
+    """The types target on .NET 8.0.4 linux-x64: the same program as the committed Windows x64 minidump."""
+    from tests.support.fresh import types_core
+
+    return types_core(target_build, tmp_path_factory.mktemp("types-linux"), "8.0.4")
+
+
+def test_a_windows_minidump_against_a_linux_core_of_the_same_app(capsys, linux_types_core):
+    """The types target on 8.0.4, a Wine minidump against a Linux core: the same runtime and architecture, so no
+    warning; types matched by name across the two OSes (their MethodTables differ); the program's own types
+    have the same counts and bytes in both (it allocates the same objects), and the rows are each dump's stats."""
+    windows = SAMPLES / "types.coreclr-8.0.4.win-x64.dmp"
+    data = _json(capsys, "diff", windows, linux_types_core.path, "--format", "json")
+    assert data["warnings"] == []
+    assert data["before"]["runtime"] == data["after"]["runtime"] == "coreclr 8.0.4"
+    rows = {r["name"]: r for r in data["types"]}
+    truth = json.loads((SAMPLES / "types.coreclr-8.0.4.win-x64.truth.json").read_text())
+    # the program's own types that are not generic (reflection and the DAC spell generics differently) nor
+    # emitted at run time (a dynamic module's types have no name: docs/limitations.md)
+    own = {o["type"] for o in truth["objects"] if not o["type"].startswith(("System.", "Emitted."))
+           and "`" not in o["type"]}
+    assert len(own) >= 6
+    for name in own:
+        r = rows[name]
+        assert r["count_before"] == r["count_after"] >= 1 and r["bytes_before"] == r["bytes_after"], r
+        assert r["delta_count"] == r["delta_bytes"] == 0
+    stats = [{r["name"]: r for r in _json(capsys, "stats", p, "--format", "json", "-q")["types"] if r["name"]}
+             for p in (windows, linux_types_core.path)]
+    for name, r in rows.items():
+        if name in stats[0] and name in stats[1]:
+            assert (r["count_before"], r["count_after"]) == (stats[0][name]["count"], stats[1][name]["count"])

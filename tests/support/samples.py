@@ -42,9 +42,12 @@ def data_file(name: str) -> Path:
 
 
 def manifest(target: str | None = "strings") -> list[dict]:
-    """The sample dumps of a target program (``strings``, ``types``; None: all of them)."""
+    """The sample dumps of a target program (``strings``, ``types``, ``graph``; None: all of them); ``leak``: the
+    two dumps of one process of the graph target, before and after it leaked (not among the graph's)."""
     dumps = tomllib.loads((SAMPLES / "MANIFEST.toml").read_text(encoding="utf-8"))["dumps"]
-    return [e for e in dumps if target is None or e["target"] == f"targets/{target}/Program.cs"]
+    if target == "leak":
+        return [e for e in dumps if "step" in e]
+    return [e for e in dumps if target is None or (e["target"] == f"targets/{target}/Program.cs" and "step" not in e)]
 
 
 @dataclass
