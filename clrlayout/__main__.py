@@ -1,6 +1,7 @@
 """The ``clrlayout`` command and ``python -m clrlayout``: the process around :func:`clrlayout.cli.main`."""
 
 import gc
+import os
 
 
 def run() -> None:
@@ -8,6 +9,9 @@ def run() -> None:
     # they are frozen, so that later collections skip them and forked children (parallel.py) do not write
     # to their pages to mark them, as the gc module's documentation advises for processes that fork.
     gc.disable()
+    # numba compiles for the baseline CPU of the architecture, as the wheel's build did (hatch_build.py): the
+    # compiled kernels it ships then hold on this CPU, and the first run compiles nothing
+    os.environ.setdefault("NUMBA_CPU_NAME", "generic")
     from .cli import entry_point
 
     gc.freeze()

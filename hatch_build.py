@@ -1,0 +1,44 @@
+"""The wheel's build hook: the compiled kernels that write `dump`'s lines, compiled here, once, into the wheel.
+
+numba compiles a kernel the first time it runs and keeps the result in the package's ``__pycache__``; without
+this hook that first run is the user's (3.5 s on the machine of bench/README.md, a 3x slower first `dump`).
+The hook runs the kernels once (``batchlines.warm_up``) in a subprocess of the build environment, for the
+baseline CPU of the platform (``NUMBA_CPU_NAME=generic``, which the ``clrlayout`` command sets as well, so
+that the cache holds on any CPU of the architecture), and ships numba's cache files in the wheel.  numba keys
+them by the source's content hash, its own version and Python's, so a different numba at run time compiles
+again (slower once, never wrong).  The wheel is then specific to the platform it was built on.  Without numba
+in the build environment (or if compiling fails) the wheel is built without them, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+CACHE = Path("clrlayout") / "present" / "__pycache__"
+
+
+class KernelCacheHook(BuildHookInterface):
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict) -> None:
+        if self.target_name != "wheel" or version == "editable":
+            return
+        root = Path(self.root)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+        env.update(NUMBA_CPU_NAME="generic", PYTHONPATH=str(root))
+        done = subprocess.run([sys.executable, "-c", "from clrlayout.present.batchlines import warm_up; warm_up()"],
+                              cwd=root, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            self.app.display_warning(f"the kernels were not compiled into the wheel: {done.stderr.strip()[-500:]}")
+            return
+        files = sorted((root / CACHE).glob("linekernels.*.nb[ic]"))
+        for f in files:
+            build_data["force_include"][str(f)] = str(CACHE / f.name)
+        if files:
+            build_data["pure_python"] = False
+            build_data["infer_tag"] = True
