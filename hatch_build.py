@@ -30,7 +30,8 @@ class KernelCacheHook(BuildHookInterface):
             return
         root = Path(self.root)
         env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
-        env.update(NUMBA_CPU_NAME="generic", PYTHONPATH=str(root))
+        # the source tree first, then what this process sees (pip's isolated build environment is on its path)
+        env.update(NUMBA_CPU_NAME="generic", PYTHONPATH=os.pathsep.join([str(root), *filter(None, sys.path)]))
         done = subprocess.run([sys.executable, "-c", "from clrlayout.present.batchlines import warm_up; warm_up()"],
                               cwd=root, env=env, capture_output=True, text=True)
         if done.returncode != 0:
