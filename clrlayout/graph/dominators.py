@@ -109,12 +109,13 @@ _compiled: dict = {}
 
 
 def _jit(function):
-    """``function`` compiled by numba when it is installed (once), else as it is."""
+    """``function`` compiled by numba when it is installed (once; kept in numba's cache, which the wheel ships
+    compiled: hatch_build.py runs :func:`warm_up`), else as it is."""
     if function.__name__ not in _compiled:
         try:
             import numba
 
-            _compiled[function.__name__] = numba.njit(cache=False, nogil=True)(function)
+            _compiled[function.__name__] = numba.njit(cache=True, nogil=True)(function)
         except ImportError:  # pragma: no cover
             _compiled[function.__name__] = function
     return _compiled[function.__name__]
@@ -212,3 +213,13 @@ def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     full_kinds = np.concatenate([kinds, [0]])
     top = _jit(_tops)(children_ptr, children, n, full_kinds, int(kinds.max(initial=0)) + 1)
     return top[:n]
+
+
+def warm_up() -> None:
+    """Each loop run once on a tiny graph, with the types of every real run (int64 throughout), so that numba
+    compiles it (or loads it from its cache) here."""
+    indptr, indices = np.array([0, 1, 2, 2], dtype=np.int64), np.array([1, 2], dtype=np.int64)
+    idom, order = dominator_tree(indptr, indices, np.array([0], dtype=np.int64))
+    retained_sizes(idom, order, np.array([8, 16, 24], dtype=np.int64))
+    top_of_kind(idom, np.array([0, 1, 1], dtype=np.int64))
+
