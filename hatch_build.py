@@ -20,9 +20,9 @@ from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-#: the modules whose kernels are compiled, and how each is run once
-KERNELS = {Path("clrlayout") / "present": ("linekernels", "from clrlayout.present.batchlines import warm_up; warm_up()"),
-           Path("clrlayout") / "graph": ("dominators", "from clrlayout.graph.dominators import warm_up; warm_up()")}
+#: the folders whose modules' kernels are compiled: (those modules, how they are run once)
+KERNELS = {Path("clrlayout") / "present": (("linekernels",), "from clrlayout.present.batchlines import warm_up; warm_up()"),
+           Path("clrlayout") / "graph": (("dominators", "reach"), "from clrlayout.graph.dominators import warm_up; warm_up()")}
 
 
 class KernelCacheHook(BuildHookInterface):
@@ -36,16 +36,17 @@ class KernelCacheHook(BuildHookInterface):
         # the source tree first, then what this process sees (pip's isolated build environment is on its path)
         env.update(NUMBA_CPU_NAME="generic", PYTHONPATH=os.pathsep.join([str(root), *filter(None, sys.path)]))
         files = []
-        for folder, (module, run) in KERNELS.items():
+        for folder, (modules, run) in KERNELS.items():
             done = subprocess.run([sys.executable, "-c", run], cwd=root, env=env, capture_output=True, text=True)
             if done.returncode != 0:
-                self.app.display_warning(f"{module}'s kernels were not compiled into the wheel: "
+                self.app.display_warning(f"the kernels of {folder} were not compiled into the wheel: "
                                          f"{done.stderr.strip()[-500:]}")
                 continue
             cache = folder / "__pycache__"
-            for f in sorted((root / cache).glob(f"{module}.*.nb[ic]")):
-                build_data["force_include"][str(f)] = str(cache / f.name)
-                files.append(f)
+            for module in modules:
+                for f in sorted((root / cache).glob(f"{module}.*.nb[ic]")):
+                    build_data["force_include"][str(f)] = str(cache / f.name)
+                    files.append(f)
         if files:
             build_data["pure_python"] = False
             build_data["infer_tag"] = True

@@ -16,6 +16,9 @@ from .gcdesc import GcDesc, read_gcdesc
 
 #: bad references kept for the report (all are counted)
 MAX_BAD_KEPT = 100
+#: slots outside a window are read in runs: a new run where the next slot is this far on, or a run this long
+_RUN_GAP = 4096
+_RUN_BYTES = 64 << 20
 
 
 @dataclass
@@ -143,9 +146,20 @@ def _read_words(win, slots: np.ndarray, space, ptr: int) -> np.ndarray:
     inside = (pos >= 0) & (pos < len(words))
     out = np.zeros(len(slots), dtype=np.uint64)
     out[inside] = words[pos[inside]]
-    for j in np.flatnonzero(~inside).tolist():
-        value = space.try_read_pointer(int(slots[j]))
-        out[j] = value or 0
+    outside = np.flatnonzero(~inside)
+    if len(outside):  # objects that run past the window (large arrays): their slots read a run at a time
+        order = np.argsort(slots[outside], kind="stable")
+        at = slots[outside][order].astype(np.int64)
+        breaks = np.flatnonzero(np.diff(at) > _RUN_GAP) + 1
+        for run in np.split(np.arange(len(at)), breaks):
+            lo, hi = int(at[run[0]]), int(at[run[-1]]) + ptr
+            data = space.try_read(lo, hi - lo) if hi - lo <= _RUN_BYTES else None
+            which = outside[order[run]]
+            if data is not None:
+                out[which] = np.frombuffer(data, dtype=dtype)[(at[run] - lo) // ptr]
+                continue
+            for j in which.tolist():  # a run the dump does not wholly hold: slot by slot
+                out[j] = space.try_read_pointer(int(slots[j])) or 0
     return out
 
 

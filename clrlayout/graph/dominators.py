@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .compiled import jit as _jit
+
 
 def _lowest_semi(v, ancestor, best, semi, dfnum, chain):  # pragma: no cover - also compiled
     """The ancestor of ``v`` in the forest built so far whose semidominator is lowest (Appel's
@@ -102,23 +104,6 @@ def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no
         if samedom[w] != -1:
             idom[w] = idom[samedom[w]]
     return idom, vertex[:count]
-
-
-#: each loop compiled once, by its name
-_compiled: dict = {}
-
-
-def _jit(function):
-    """``function`` compiled by numba when it is installed (once; kept in numba's cache, which the wheel ships
-    compiled: hatch_build.py runs :func:`warm_up`), else as it is."""
-    if function.__name__ not in _compiled:
-        try:
-            import numba
-
-            _compiled[function.__name__] = numba.njit(cache=True, nogil=True)(function)
-        except ImportError:  # pragma: no cover
-            _compiled[function.__name__] = function
-    return _compiled[function.__name__]
 
 
 def _algorithm():
@@ -222,4 +207,10 @@ def warm_up() -> None:
     idom, order = dominator_tree(indptr, indices, np.array([0], dtype=np.int64))
     retained_sizes(idom, order, np.array([8, 16, 24], dtype=np.int64))
     top_of_kind(idom, np.array([0, 1, 1], dtype=np.int64))
+    from .reach import breadth_first, levels
+
+    breadth_first(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))
+    breadth_first(indptr, indices, np.array([0], dtype=np.int64))
+    levels(indptr, indices.astype(np.int32), np.full(3, -1, np.int64), np.full(3, -1, np.int64),
+           np.array([2], dtype=np.int64))
 

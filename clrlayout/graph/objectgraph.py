@@ -7,7 +7,7 @@ import numpy as np
 
 from .build import HeapGraph
 from .dominators import dominator_tree, retained_sizes, top_of_kind
-from .reach import breadth_first, gather
+from .reach import breadth_first, levels
 from .roots import Roots
 
 
@@ -64,17 +64,8 @@ class ObjectGraph:
         # breadth-first from the target over the reversed edges: each node's next step towards it
         towards = np.full(n, -1, dtype=np.int64)
         dist = np.full(n, -1, dtype=np.int64)
-        towards[target], dist[target] = target, 0
-        frontier = np.array([target], dtype=np.int64)
-        level = 0
-        while len(frontier):
-            level += 1
-            src, dst = gather(rindptr, rindices, frontier)
-            new = dist[dst] < 0
-            src, dst = src[new], dst[new]
-            dst, first = np.unique(dst, return_index=True)
-            towards[dst], dist[dst] = src[first], level
-            frontier = dst
+        towards[target] = target
+        levels(rindptr, rindices, towards, dist, np.array([target], dtype=np.int64))
         reached = [r for r in self.root_nodes.tolist() if dist[r] >= 0]
         reached.sort(key=lambda r: (dist[r], r))
         out = []

@@ -1,10 +1,13 @@
-"""Reachability over a graph in compressed sparse row form: breadth-first from a set of roots, a level at a
-time with numpy (each level's neighbours gathered at once), keeping for each node the one that reached it
-first, so that a path from the roots is a shortest one."""
+"""Reachability over a graph in compressed sparse row form: breadth-first from a set of nodes, a level at a
+time, keeping for each node the one that reached it first (the first edge of the level, in node order and
+then slot order), so that a path from the roots is a shortest one.  Compiled by numba (a heap's lists make
+thousands of levels); without it, each level's neighbours are gathered at once with numpy."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from .compiled import have_numba, jit
 
 
 def gather(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -26,14 +29,44 @@ def breadth_first(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) ->
     parent = np.full(n, -1, dtype=np.int64)
     frontier = np.unique(roots.astype(np.int64))
     parent[frontier] = frontier
+    levels(indptr, indices, parent, np.full(n, -1, dtype=np.int64), frontier)
+    return parent
+
+
+def levels(indptr: np.ndarray, indices: np.ndarray, parent: np.ndarray, dist: np.ndarray,
+           frontier: np.ndarray) -> None:
+    """Breadth-first from ``frontier`` (sorted nodes, already in ``parent``): for each node reached, the node
+    that reached it first (``parent``) and its level (``dist``: 1 for the frontier's neighbours)."""
+    dist[frontier] = 0
+    if have_numba():
+        jit(_levels)(indptr, indices, parent, dist, frontier)
+        return
+    level = 0  # pragma: no cover - numba is a dependency; the numpy form of the same loop
     while len(frontier):
+        level += 1
         src, dst = gather(indptr, indices, frontier)
-        new = parent[dst] < 0
+        new = dist[dst] < 0
         src, dst = src[new], dst[new]
         dst, first = np.unique(dst, return_index=True)  # the first edge to reach each (in frontier order)
-        parent[dst] = src[first]
+        parent[dst], dist[dst] = src[first], level
         frontier = dst
-    return parent
+
+
+def _levels(indptr, indices, parent, dist, frontier):  # pragma: no cover - compiled
+    following = np.empty(len(parent), dtype=np.int64)
+    level = 0
+    while len(frontier):
+        level += 1
+        count = 0
+        for u in frontier:
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if dist[v] < 0:
+                    dist[v] = level
+                    parent[v] = u
+                    following[count] = v
+                    count += 1
+        frontier = np.sort(following[:count])
 
 
 def path_to(parent: np.ndarray, node: int) -> list[int]:

@@ -164,7 +164,7 @@ def test_damaged_type_structures(types_core, tmp_path, capsys):
     import random
     import shutil
 
-    from test_robustness import ALLOWED, hang_guard
+    from tests.support.guards import ALLOWED, hang_guard
 
     from clrlayout.cli import main
 

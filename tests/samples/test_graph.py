@@ -134,6 +134,25 @@ def test_the_python_and_compiled_algorithms_agree():
     assert (python_idom[:n] == idom).all()
 
 
+def test_the_compiled_and_numpy_breadth_first_agree(monkeypatch):
+    """The compiled level loop and the numpy one (without numba) reach every node from the same node, forward
+    from roots and backward from one object."""
+    import clrlayout.graph.reach as reach
+
+    g, _ = _graph(SAMPLES / "graph.coreclr-10.0.0.linux-x64.core")
+    roots = np.arange(0, g.count, 97)
+    rindptr, rindices = g.reverse()
+    compiled = reach.breadth_first(g.indptr, g.indices, roots)
+    back = [np.full(g.count, -1, np.int64) for _ in range(4)]
+    back[0][7] = 7
+    reach.levels(rindptr, rindices, back[0], back[1], np.array([7]))
+    monkeypatch.setattr(reach, "have_numba", lambda: False)
+    assert (reach.breadth_first(g.indptr, g.indices, roots) == compiled).all() and (compiled >= 0).sum() > 100
+    back[2][7] = 7
+    reach.levels(rindptr, rindices, back[2], back[3], np.array([7]))
+    assert (back[0] == back[2]).all() and (back[1] == back[3]).all()
+
+
 def test_breadth_first_paths_are_shortest():
     g, _ = _graph(SAMPLES / "types.coreclr-3.1.23.win-x64.dmp")
     roots = np.array([0, 5, 17])
@@ -340,7 +359,7 @@ def test_retained_by_type_counts_no_object_twice(entry):
         assert {mt: row[2] for mt, row in og.by_type().items() if row[2]} == {m: r for m, r in expect.items() if r}
         _, kinds_of = np.unique(g.method_tables, return_inverse=True)
         compiled = top_of_kind(idom, kinds_of)
-        import clrlayout.graph.dominators as dominators
+        import clrlayout.graph.compiled as dominators
 
         saved = dominators._compiled.get("_tops")
         try:

@@ -5,8 +5,6 @@ campaign is fuzz/fuzz_clrlayout.py; its crashers become files in tests/corpus/re
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import struct
 from pathlib import Path
 
@@ -14,17 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.guards import ALLOWED, hang_guard
 from tests.support.samples import REPO, SAMPLES, manifest
 from tests.support.synth_dump import mixed_minidump
 from tests.support.scripts import script
 
 from clrlayout.cli import main
 
-#: exit codes a damaged dump may give (docs/reference.md: exit codes); 70 (a bug) is never allowed
-ALLOWED = {0, 1, 3, 4, 5}
-#: a hang guard, not a stopwatch: what these dumps take is a fraction of a second even on a busy machine
-#: (bench/ and docs/reliability.md hold the timings); only a hang reaches this
-HANG_SECONDS = 60
 #: the work a command may do, counted instead of timed: bytes read from the dump (reads and maps of the
 #: file) per byte of it, plus a constant for the readers' read-ahead, and MethodTables validated per word
 READ_FACTOR, READ_SLACK = 16, 4 << 20
@@ -35,29 +29,6 @@ REGRESSIONS = CORPUS / "regressions"
 
 SEEDS = {f"synth-{a}.dmp": mixed_minidump(a) for a in ("x64", "x86")}
 SEEDS.update({f.name: f.read_bytes() for f in sorted(CORPUS.glob("seed-*"))})
-
-
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def hang_guard(seconds: int = HANG_SECONDS):
-    """Fail a command that does not finish in ``seconds`` (POSIX; elsewhere the counts below still guard)."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def alarm(signum, frame):
-        raise Hang(f"no answer in {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 class Work:
