@@ -164,57 +164,60 @@ def _read_words(win, slots: np.ndarray, space, ptr: int) -> np.ndarray:
 
 
 def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> HeapGraph:
-    """The graph of the objects of ``windows`` (the exact walk's), free space left out."""
+    """The graph of the objects of ``windows`` (the exact walk's), free space left out.
+
+    Each window's references are put in slot order there (a slot lies inside its object, so slot order is object
+    order, then slot order within each), and the windows in address order: no sort of the whole heap's
+    references (one, when windows overlap, which a sane heap's do not)."""
     ptr = space.pointer_size
     descs = _Descs(space, mts)
-    addr_parts, mt_parts, size_parts, aligned_parts = [], [], [], []
-    src_parts, slot_parts, value_parts = [], [], []
-    base_index = 0
+    parts = []
     for win in windows:
         free = [m for m in np.unique(win.method_tables).tolist() if mts.get(m).kind == "free"]
         keep = ~np.isin(win.method_tables, np.array(free, dtype=np.uint64)) if free else \
             np.ones(len(win.method_tables), dtype=bool)
         src, slots, values = window_references(win, mts, descs, space, ptr)
-        # window index -> node index among the kept objects of all windows
-        renumber = np.cumsum(keep) - 1 + base_index
         nonnull = values != 0
-        src_parts.append(renumber[src[nonnull]])
-        slot_parts.append(slots[nonnull].astype(np.uint64))
-        value_parts.append(values[nonnull])
+        local = (np.cumsum(keep) - 1)[src[nonnull]]  # window index -> index among the window's kept objects
+        slots, values = slots[nonnull].astype(np.uint64), values[nonnull]
+        by = np.argsort(slots, kind="stable")
         kept = np.flatnonzero(keep)
-        addresses = win.offsets[kept].astype(np.uint64) + np.uint64(win.base)
-        addr_parts.append(addresses)
-        mt_parts.append(win.method_tables[kept])
         # sizes per MethodTable, then gathered (not looked up per object)
         kinds, which = np.unique(win.method_tables[kept], return_inverse=True)
         base = np.array([mts.get(m).base_size for m in kinds.tolist()], dtype=np.int64)
         comp = np.array([mts.get(m).component_size for m in kinds.tolist()], dtype=np.int64)
-        size_parts.append(base[which] + comp[which] * win.counts[kept].astype(np.int64))
-        aligned_parts.append(win.aligned[kept].astype(np.int64))
-        base_index += len(kept)
-    addresses = np.concatenate(addr_parts) if addr_parts else np.zeros(0, dtype=np.uint64)
-    order = np.argsort(addresses, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order), dtype=np.int64)
-    sorted_addresses = addresses[order]
-    src = rank[np.concatenate(src_parts)] if src_parts else np.zeros(0, dtype=np.int64)
-    slots = np.concatenate(slot_parts) if slot_parts else np.zeros(0, dtype=np.uint64)
-    values = np.concatenate(value_parts) if value_parts else np.zeros(0, dtype=np.uint64)
-    target = np.searchsorted(sorted_addresses, values)
-    found = target < len(sorted_addresses)
-    found[found] = sorted_addresses[target[found]] == values[found]
-    bad = [BadReference(int(sorted_addresses[s]), int(sl), int(v)) for s, sl, v in
+        parts.append((win.base, win.offsets[kept].astype(np.uint64) + np.uint64(win.base), win.method_tables[kept],
+                      base[which] + comp[which] * win.counts[kept].astype(np.int64),
+                      win.aligned[kept].astype(np.int64), local[by], slots[by], values[by]))
+    parts.sort(key=lambda part: part[0])  # the windows in address order
+    first = np.cumsum([0] + [len(part[1]) for part in parts])
+
+    def joined(k, dtype):
+        return np.concatenate([part[k] for part in parts]) if parts else np.zeros(0, dtype=dtype)
+
+    addresses, method_tables = joined(1, np.uint64), joined(2, np.uint64)
+    sizes, aligned = joined(3, np.int64), joined(4, np.int64)
+    src = np.concatenate([part[5] + first[i] for i, part in enumerate(parts)]) if parts else np.zeros(0, np.int64)
+    slots, values = joined(6, np.uint64), joined(7, np.uint64)
+    if len(addresses) > 1 and not (addresses[1:] > addresses[:-1]).all():  # overlapping windows: sort it all
+        order = np.argsort(addresses, kind="stable")
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order), dtype=np.int64)
+        addresses, method_tables, sizes, aligned = addresses[order], method_tables[order], sizes[order], aligned[order]
+        src = rank[src]
+        by = np.lexsort((slots, src))
+        src, slots, values = src[by], slots[by], values[by]
+    target = np.searchsorted(addresses, values)
+    found = target < len(addresses)
+    found[found] = addresses[target[found]] == values[found]
+    bad = [BadReference(int(addresses[s]), int(sl), int(v)) for s, sl, v in
            zip(src[~found][:findings_limit].tolist(), slots[~found][:findings_limit].tolist(),
                values[~found][:findings_limit].tolist())]
-    src, slots, target = src[found], slots[found], target[found]
-    # CSR, references in slot order within each object
-    by = np.lexsort((slots, src))
-    src, slots, target = src[by], slots[by], target[by]
-    n = len(sorted_addresses)
+    if not found.all():
+        src, slots, target = src[found], slots[found], target[found]
+    n = len(addresses)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
     itype = np.int32 if n < 2**31 else np.int64
-    return HeapGraph(sorted_addresses, np.concatenate(mt_parts)[order] if mt_parts else np.zeros(0, np.uint64),
-                     np.concatenate(size_parts)[order] if size_parts else np.zeros(0, np.int64),
-                     np.concatenate(aligned_parts)[order] if aligned_parts else np.zeros(0, np.int64),
-                     indptr, target.astype(itype), slots, bad, int((~found).sum()))
+    return HeapGraph(addresses, method_tables, sizes, aligned, indptr, target.astype(itype), slots, bad,
+                     int((~found).sum()))

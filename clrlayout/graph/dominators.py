@@ -211,6 +211,7 @@ def warm_up() -> None:
 
     breadth_first(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))
     breadth_first(indptr, indices, np.array([0], dtype=np.int64))
-    levels(indptr, indices.astype(np.int32), np.full(3, -1, np.int64), np.full(3, -1, np.int64),
-           np.array([2], dtype=np.int64))
+    for kind in (np.int32, np.int64):
+        levels(indptr, indices.astype(kind), np.full(3, -1, np.int64), np.full(3, -1, np.int64),
+               np.array([2], dtype=np.int64))
 

@@ -33,16 +33,22 @@ def breadth_first(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) ->
     return parent
 
 
+#: a level of more nodes than this is gathered with numpy (its random reads overlap); a smaller one, in the
+#: compiled loop (a heap's long lists make levels of a few nodes, hundreds of thousands of them)
+NUMPY_LEVEL = 256
+
+
 def levels(indptr: np.ndarray, indices: np.ndarray, parent: np.ndarray, dist: np.ndarray,
            frontier: np.ndarray) -> None:
     """Breadth-first from ``frontier`` (sorted nodes, already in ``parent``): for each node reached, the node
     that reached it first (``parent``) and its level (``dist``: 1 for the frontier's neighbours)."""
     dist[frontier] = 0
-    if have_numba():
-        jit(_levels)(indptr, indices, parent, dist, frontier)
-        return
-    level = 0  # pragma: no cover - numba is a dependency; the numpy form of the same loop
+    small = jit(_small_levels) if have_numba() else None
+    level = 0
     while len(frontier):
+        if small is not None and len(frontier) <= NUMPY_LEVEL:
+            frontier, level = small(indptr, indices, parent, dist, frontier, level, NUMPY_LEVEL)
+            continue
         level += 1
         src, dst = gather(indptr, indices, frontier)
         new = dist[dst] < 0
@@ -52,11 +58,11 @@ def levels(indptr: np.ndarray, indices: np.ndarray, parent: np.ndarray, dist: np
         frontier = dst
 
 
-def _levels(indptr, indices, parent, dist, frontier):  # pragma: no cover - compiled
-    following = np.empty(len(parent), dtype=np.int64)
-    level = 0
-    while len(frontier):
+def _small_levels(indptr, indices, parent, dist, frontier, level, limit):  # pragma: no cover - compiled
+    """The levels after ``level`` while they hold at most ``limit`` nodes: (the next frontier, its level)."""
+    while 0 < len(frontier) <= limit:
         level += 1
+        following = np.empty(0, dtype=np.int64)
         count = 0
         for u in frontier:
             for e in range(indptr[u], indptr[u + 1]):
@@ -64,9 +70,14 @@ def _levels(indptr, indices, parent, dist, frontier):  # pragma: no cover - comp
                 if dist[v] < 0:
                     dist[v] = level
                     parent[v] = u
+                    if count == len(following):
+                        grown = np.empty(max(16, 2 * count), dtype=np.int64)
+                        grown[:count] = following[:count]
+                        following = grown
                     following[count] = v
                     count += 1
         frontier = np.sort(following[:count])
+    return frontier, level
 
 
 def path_to(parent: np.ndarray, node: int) -> list[int]:
