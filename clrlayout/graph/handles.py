@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..heap.handletables import handle_table_segments
+from ..heap.handletables import handle_table_map, handle_table_segments
 from ..heap.segments import gc_interface
 
 
@@ -30,11 +30,13 @@ class Handle:
 
 def read_handles(dump, dac_vars) -> tuple[list[Handle] | None, str | None]:
     """(every in-use handle that holds an object, of the dump's handle tables, in address order; why there are
-    none: the runtime does not publish its handle tables before .NET 6, or the dump does not hold them)."""
+    none: the handle table map is neither published (before .NET 6) nor found by its shape, or the dump does
+    not hold the tables)."""
     segments = handle_table_segments(dump, dac_vars)
     if not segments:
-        if dac_vars is None or not dac_vars.fields.get("handle_table_map"):
-            return None, "this runtime does not publish its handle tables in the GC's interface (before .NET 6)"
+        if handle_table_map(dump, dac_vars) is None:
+            return None, ("the GC's handle table map was not found (this runtime's GC does not publish it before "
+                          ".NET 6, and nothing of its shape is in the runtime's data)")
         return None, "the dump does not hold the GC's handle tables"
     spec = gc_interface()["handle_tables"]
     space = dump.memory
