@@ -20,19 +20,16 @@ class ObjectGraph:
         self.roots = roots
         self.kinds = kinds
         n = graph.count
-        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
-        dst = graph.indices.astype(np.int64)
         dep = [(graph.node(p), graph.node(s)) for p, s in roots.dependent]
-        dep = [(p, s) for p, s in dep if p is not None and s is not None]
-        self.dependent = {(p, s) for p, s in dep}
+        dep = sorted((p, s) for p, s in dep if p is not None and s is not None)
+        self.dependent = set(dep)
+        # the heap's references, and a dependent handle's secondary as one more of its primary's (after them)
+        self.indptr, self.indices = graph.indptr, graph.indices
         if dep:
-            src = np.concatenate([src, np.array([p for p, _ in dep], dtype=np.int64)])
-            dst = np.concatenate([dst, np.array([s for _, s in dep], dtype=np.int64)])
-            by = np.argsort(src, kind="stable")
-            src, dst = src[by], dst[by]
-        self.indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=n), out=self.indptr[1:])
-        self.indices = dst
+            primaries = np.array([p for p, _ in dep], dtype=np.int64)
+            self.indices = np.insert(graph.indices, graph.indptr[primaries + 1],
+                                     np.array([s for _, s in dep], dtype=graph.indices.dtype))
+            self.indptr = graph.indptr + np.concatenate([[0], np.cumsum(np.bincount(primaries, minlength=n))])
         self.root_nodes = np.array(sorted({graph.node(r.object) for r in roots.roots} - {None}), dtype=np.int64)
         self.parent = breadth_first(self.indptr, self.indices, self.root_nodes)
         self._dominators = None

@@ -23,17 +23,20 @@ import numpy as np
 from ..heap.segments import finalize_queues
 from .handles import read_handles
 
-ROOT_KINDS = ("handles", "finalizer", "stacks")
+ROOT_KINDS = ("handles", "finalizer", "stacks", "statics")
+#: managed threads followed at the most in the runtime's thread list (a bound on what a dump controls)
+MAX_THREADS = 1 << 16
 #: finalization queue slots read at the most (a bound on what a dump controls)
 MAX_QUEUE = 1 << 24
 
 
 @dataclass(frozen=True)
 class Root:
-    kind: str  # "strong handle", "pinned handle", ..., "finalizer (f-reachable)", "stack (conservative)"
+    kind: str  # "strong handle", "pinned handle", ..., "finalizer (f-reachable)", "stack (conservative)",
+    #: "thread static"
     object: int  # the object it keeps alive
     address: int  # where the root is: the handle, the queue slot, the stack word
-    thread: int | None = None  # a stack root's thread (OS id)
+    thread: int | None = None  # a stack or thread-static root's thread (OS id)
 
     def as_dict(self) -> dict:
         out = {"kind": self.kind, "address": f"{self.address:#x}", "object": f"{self.object:#x}"}
@@ -53,9 +56,11 @@ class Roots:
     dependent_problem: str | None = None
 
 
-def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS) -> Roots:
+def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None) -> Roots:
     """The roots of the kinds asked for, each kept only when it holds the start of a heap object (stack
-    words: any address inside one)."""
+    words: any address inside one).  ``contract``: the runtime's contract descriptor (.NET 9+), which says
+    where each thread keeps its thread statics; a string says why there is none (None: the runtime keeps its
+    statics in handles, .NET 8 and before)."""
     out, dependent, problems = [], [], []
     handles, why = read_handles(dump, dac_vars)  # dependent handles are edges, whatever roots are asked for
     if handles is None:
@@ -75,7 +80,47 @@ def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS) -> Roots:
             out += found
     if "stacks" in kinds:
         out += _stack_roots(dump, graph)
+    if "statics" in kinds and contract is not None:
+        found = None if isinstance(contract, str) else _thread_static_roots(dump.memory, contract, graph)
+        if found is None:
+            problems.append("statics roots: the runtime's thread list could not be read ("
+                            + (contract if isinstance(contract, str) else "not in the dump") + ")")
+        else:
+            out += found
     return Roots(out, dependent, problems)
+
+
+def _thread_static_roots(space, contract, graph) -> list | None:
+    """.NET 9+ thread statics: each managed thread's ``ThreadLocalData`` holds an ``object[]`` of its
+    (non-collectible) thread statics, which the GC reports itself (no handle holds it).  The threads are the
+    runtime's list (``ThreadStore``), the offsets the contract descriptor's (graph-facts.md)."""
+    try:
+        store_type, thread, tls = (contract.types[k] for k in ("ThreadStore", "Thread", "ThreadLocalData"))
+        link_next, first, data_ptr = thread["LinkNext"], store_type["FirstThreadLink"], thread["ThreadLocalDataPtr"]
+        array_at, os_id = tls["NonCollectibleTlsArrayData"], thread["OSId"]
+        store = space.try_read_pointer(contract.globals["ThreadStore"])
+    except KeyError:
+        return None
+    if not store:
+        return None
+    out, seen = [], set()
+    link = space.try_read_pointer(store + first)
+    if link is None:  # the list's head is not in the dump: its threads' statics cannot be known
+        return None
+    while link and link not in seen and len(seen) < MAX_THREADS:
+        seen.add(link)
+        native = link - link_next
+        data = space.try_read_pointer(native + data_ptr)
+        if data is None:
+            return None
+        array = space.try_read_pointer(data + array_at) if data else 0
+        if array is None:
+            return None
+        if array and graph.node(array) is not None:
+            tid = space.try_read(native + os_id, 4)
+            out.append(Root("thread static", array, data + array_at, int.from_bytes(tid, "little") if tid else None))
+        link = space.try_read_pointer(link)
+    return out
 
 
 def _finalizer_roots(dump, dac_vars, graph) -> list | None:

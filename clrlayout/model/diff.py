@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from ..graph.roots import ROOT_KINDS
 
 UNNAMED = "<unknown type, MT {:#x}>"
 
@@ -87,7 +88,7 @@ class Diff:
     warnings: list = field(default_factory=list)
 
 
-def totals_of(session, live: bool = False, roots=("handles", "finalizer", "stacks"), strings: bool = False,
+def totals_of(session, live: bool = False, roots=ROOT_KINDS, strings: bool = False,
               jobs=None) -> DumpTotals:
     """One dump's per-type totals (by name), of the reachable objects only with ``live``."""
     from .. import parallel
@@ -173,7 +174,7 @@ def compare(sides: list, sort: str = "bytes") -> Diff:
     return Diff(sides, rows, strings, warnings)
 
 
-def diff(*paths, live: bool = False, roots=("handles", "finalizer", "stacks"), strings: bool = False,
+def diff(*paths, live: bool = False, roots=ROOT_KINDS, strings: bool = False,
          sort: str = "bytes") -> Diff:
     """Compare dumps of one application, oldest first: :class:`Diff` (its ``rows`` are :class:`DiffRow`)."""
     from ..limits import DEFAULT_LIMITS

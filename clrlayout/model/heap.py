@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
 from .types import ClrType
+from ..graph.roots import ROOT_KINDS
 
 if TYPE_CHECKING:
     from ..heap.segments import Segment
@@ -111,22 +112,22 @@ class Heap:
 
     # --- the object graph (references, roots, liveness, retained sizes) ------------------------------------
 
-    def graph(self, roots=("handles", "finalizer", "stacks")):
+    def graph(self, roots=ROOT_KINDS):
         """The object graph with these root kinds (:class:`~clrlayout.graph.objectgraph.ObjectGraph`), built once
         per set of kinds; :class:`~clrlayout.errors.RootsNotFound` where a kind cannot be read."""
         return self._session.object_graph(tuple(roots))
 
-    def roots(self, roots=("handles", "finalizer", "stacks")) -> list:
+    def roots(self, roots=ROOT_KINDS) -> list:
         """The roots (:class:`~clrlayout.graph.roots.Root`: kind, object, address, thread) of these kinds."""
         return list(self.graph(roots).roots.roots)
 
-    def is_live(self, obj: "HeapObject | int", roots=("handles", "finalizer", "stacks")) -> bool:
+    def is_live(self, obj: "HeapObject | int", roots=ROOT_KINDS) -> bool:
         """Whether the object (or the object at that address) is reachable from the roots."""
         graph = self.graph(roots)
         node = graph.graph.node(obj if isinstance(obj, int) else obj.address)
         return node is not None and bool(graph.live[node])
 
-    def retained_size(self, obj: "HeapObject | int", roots=("handles", "finalizer", "stacks")) -> int:
+    def retained_size(self, obj: "HeapObject | int", roots=ROOT_KINDS) -> int:
         """The bytes the heap would free if the object became unreachable (its dominator subtree's sizes)."""
         graph = self.graph(roots)
         node = graph.graph.node(obj if isinstance(obj, int) else obj.address)

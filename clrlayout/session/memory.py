@@ -39,12 +39,12 @@ class RuntimeMemory:
 
         return [(lo, hi) for lo, hi, _ in handle_table_segments(self.dump, self.heap.dac_vars)]
 
-    def object_graph(self, kinds=("handles", "finalizer", "stacks")):
+    def object_graph(self, kinds=("handles", "finalizer", "stacks", "statics")):
         """The heap's object graph with the roots of ``kinds`` (:class:`~clrlayout.graph.objectgraph.ObjectGraph`:
         references, reachability, dominators), built once per set of kinds (exact walk only)."""
         from ..graph.build import build_graph
         from ..graph.objectgraph import ObjectGraph
-        from ..graph.roots import find_roots
+        from ..graph.roots import ROOT_KINDS, find_roots
 
         self.require_exact("the object graph")
         key = tuple(sorted(kinds))
@@ -58,11 +58,20 @@ class RuntimeMemory:
                     self.warnings.append(f"{self._heap_graph.bad_count:,} references point neither to null nor to "
                                          "the start of an object (heap corruption, or memory the dump lacks); they "
                                          "are left out of the graph")
-            roots = find_roots(self.dump, self.heap.dac_vars, self._heap_graph, key)
+            roots = find_roots(self.dump, self.heap.dac_vars, self._heap_graph, key, self._statics_contract())
             if roots.problems:  # an answer without a kind of roots asked for would call live objects dead
-                others = ",".join(k for k in ("handles", "finalizer", "stacks")
+                others = ",".join(k for k in ROOT_KINDS
                                   if k in key and not any(p.startswith(k[:6]) for p in roots.problems))
                 raise self._because(RootsNotFound("; ".join(roots.problems) + (
                     f" (the other roots: roots={others})" if others else "")))
             cache[key] = ObjectGraph(self._heap_graph, roots, key)
         return cache[key]
+
+    def _statics_contract(self):
+        """Where the runtime keeps its thread statics: the contract descriptor on .NET 9+ (or why it has none);
+        None before, where handles hold the statics."""
+        version = self.runtime.version_tuple
+        if self.runtime.flavor != "coreclr" or version is None or version < (9,):
+            return None
+        return self.contract
+

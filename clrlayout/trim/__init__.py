@@ -19,6 +19,7 @@ from ..session import open_session
 from ..errors import OutputError
 from ..limits import DEFAULT_LIMITS, Limits
 from .ranges import PAGE, merge
+from ..graph.roots import ROOT_KINDS
 
 
 
@@ -107,7 +108,7 @@ def _read_graph(a) -> None:
     is left out."""
     from ..errors import ClrLayoutError
 
-    for kinds in (("handles", "finalizer", "stacks"), ("handles",), ("finalizer",)):
+    for kinds in (ROOT_KINDS, ("handles",), ("finalizer",)):
         try:
             a.object_graph(kinds)
         except ClrLayoutError:

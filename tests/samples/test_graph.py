@@ -367,3 +367,40 @@ def test_retained_by_type_counts_no_object_twice(entry):
             assert (top_of_kind(idom, kinds_of) == compiled).all()
         finally:
             dominators._compiled["_tops"] = saved
+
+
+def test_thread_statics_are_roots_on_net10(graph_cores):
+    """.NET 10 keeps each thread's thread statics in an object[] that no handle holds (graph-facts.md): found
+    through the runtime's thread list, one per thread that has any, each a root; objects only they hold are
+    live with them and dead without.  Before .NET 9 handles hold the statics: the kind adds nothing."""
+    for core, _ in graph_cores:
+        with open_session(core.path) as s:
+            threads = {t.id for t in s.dump.threads}
+            every = s.object_graph(("handles", "statics"))
+            statics = [r for r in every.roots.roots if r.kind == "thread static"]
+            without = s.object_graph(("handles",))
+            if core.runtime.startswith("10."):
+                assert statics and all(r.thread in threads for r in statics), core.path
+                assert all(s.type_name(int(every.graph.method_tables[every.graph.node(r.object)])) == "System.Object[]"
+                           for r in statics)
+                assert every.live.sum() > without.live.sum() and (without.live <= every.live).all()
+            else:
+                assert statics == [] and (every.live == without.live).all(), core.path
+
+
+def test_every_heaps_finalization_queue_is_found(graph_cores):
+    """One finalization queue per GC heap (server GC of .NET Core 2.x and 3.x too: dac_gc_heap.finalize_queue
+    of formats/gc-dac-vars.toml), each a CFinalize: fill pointers in order within its array (m_Array equal to
+    the first, m_EndArray at or after the last); the finalizer roots are then readable."""
+    from clrlayout.heap.segments import finalize_queues
+
+    for core, _ in graph_cores:
+        with open_session(core.path) as s:
+            queues = finalize_queues(s.dump, s.heap.dac_vars)
+            assert len(queues) == s.heap.heap_count, core.path
+            n = s.heap.dac_vars.generation_count + 2
+            for q in queues:
+                words = np.frombuffer(s.dump.memory.read(q, (n + 2) * 8), dtype="<u8").tolist()
+                fill, array, end = words[:n], words[n], words[n + 1]
+                assert array == fill[0] and fill == sorted(fill) and fill[-1] <= end, (core.path, words)
+            s.object_graph(("finalizer",))  # no problem reading them
