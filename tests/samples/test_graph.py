@@ -252,7 +252,7 @@ def graph_cores(target_build, tmp_path_factory):
     out = []
     for version, server in [(v, server) for v in ("2.2.5", "3.1.23", "8.0.4", "10.0.0") for server in (False, True)]:
         core = strings_core(target_build, tmp_path_factory.mktemp("graph"), version, server)
-        out.append((core, core.dac_listing("--handles")["handles"]))
+        out.append((core, core.dac_listing("--handles", "--stack-refs")["handles"]))
     return out
 
 
@@ -404,3 +404,33 @@ def test_every_heaps_finalization_queue_is_found(graph_cores):
                 fill, array, end = words[:n], words[n], words[n + 1]
                 assert array == fill[0] and fill == sorted(fill) and fill[-1] <= end, (core.path, words)
             s.object_graph(("finalizer",))  # no problem reading them
+
+
+def test_no_object_the_dacs_roots_keep_alive_is_dead(graph_cores):
+    """The DAC's roots — its strong handles and the precise stack references of every managed thread
+    (GetStackReferences: the JIT's GC info, unwound from the core's registers) — reach, over the heap's
+    references and the dependent handles, only objects that are live with every root kind clrlayout reads
+    (the stacks scanned conservatively, which finds a superset of the precise references)."""
+    for core, handles in graph_cores:
+        refs = core.dac_listing("--handles", "--stack-refs")["stack_refs"]
+        with open_session(core.path) as s:
+            og = s.object_graph()
+            g = og.graph
+        roots = {g.node(h["object"]) for h in handles if h["object"] and h["strong"]}
+        precise = {g.containing(r["object"]) if r["flags"] & 1 else g.node(r["object"]) for r in refs if r["object"]}
+        assert None not in precise, core.path  # every precise reference is (inside) a heap object
+        assert precise, core.path  # 13 to 20 references of the main thread on these cores
+        frontier = sorted((roots | precise) - {None})
+        reached = np.zeros(g.count, dtype=bool)
+        reached[frontier] = True
+        while frontier:
+            nxt = []
+            for v in frontier:
+                for w in og.indices[og.indptr[v]: og.indptr[v + 1]].tolist():
+                    if not reached[w]:
+                        reached[w] = True
+                        nxt.append(w)
+            frontier = nxt
+        dead = np.flatnonzero(reached & ~og.live)
+        assert len(dead) == 0, (core.path, [hex(int(g.addresses[v])) for v in dead[:5]])
+        assert reached.sum() > 100

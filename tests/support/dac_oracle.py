@@ -171,7 +171,7 @@ SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 
        "GetThreadData": 17, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
        "GetMethodTableName": 36, "GetMethodTableData": 37, "GetMethodTableFieldData": 39, "GetFieldDescData": 42,
        "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
-       "GetHeapSegmentData": 50, "GetHandleEnum": 61, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
+       "GetHeapSegmentData": 50, "GetHandleEnum": 61, "GetStackReferences": 79, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
        "GetUsefulGlobals": 70}
 SOS8 = {"GetNumberGenerations": 3, "GetGenerationTable": 4, "GetGenerationTableSvr": 6}
 SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAllocatorHeapNames": 5,
@@ -181,12 +181,28 @@ SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAlloc
 MEMORY_ENUM = {"Next": 6}
 #: ISOSHandleEnum: the same, its Next gives SOSHandleData
 HANDLE_ENUM = {"Next": 6}
+STACK_REF_ENUM = {"Next": 6}
 
 
 class SOSHandleData(ctypes.Structure):
     _fields_ = [("AppDomain", CLRDATA_ADDRESS), ("Handle", CLRDATA_ADDRESS), ("Secondary", CLRDATA_ADDRESS),
                 ("Type", c_uint32), ("StrongReference", c_int32), ("RefCount", c_uint32),
                 ("JupiterRefCount", c_uint32), ("IsPegged", c_int32)]
+
+
+class SOSStackRefData(ctypes.Structure):
+    _fields_ = [("HasRegisterInformation", c_int32), ("Register", c_int32), ("Offset", c_int32),
+                ("Address", CLRDATA_ADDRESS), ("Object", CLRDATA_ADDRESS), ("Flags", c_uint32),
+                ("SourceType", c_uint32), ("Source", CLRDATA_ADDRESS), ("StackPointer", CLRDATA_ADDRESS)]
+
+
+#: where winnt.h's AMD64 CONTEXT keeps each register, and the order of Linux's user_regs_struct (NT_PRSTATUS)
+CONTEXT_AMD64 = {"Rax": 0x78, "Rcx": 0x80, "Rdx": 0x88, "Rbx": 0x90, "Rsp": 0x98, "Rbp": 0xA0, "Rsi": 0xA8,
+                 "Rdi": 0xB0, "R8": 0xB8, "R9": 0xC0, "R10": 0xC8, "R11": 0xD0, "R12": 0xD8, "R13": 0xE0,
+                 "R14": 0xE8, "R15": 0xF0, "Rip": 0xF8}
+CONTEXT_AMD64_SIZE = 0x4D0
+USER_REGS = ("R15", "R14", "R13", "R12", "Rbp", "Rbx", "R11", "R10", "R9", "R8", "Rax", "Rcx", "Rdx", "Rsi",
+             "Rdi", "orig_rax", "Rip", "cs", "EFlags", "Rsp", "ss")
 
 
 class MemoryRegion(ctypes.Structure):
@@ -210,12 +226,21 @@ class Core:
         self.machine = {"EM_X86_64": IMAGE_FILE_MACHINE_AMD64, "EM_386": IMAGE_FILE_MACHINE_I386,
                         "EM_AARCH64": IMAGE_FILE_MACHINE_ARM64}[elf["e_machine"]]
         self.loads = []  # (vaddr, filesz, offset)
+        self.contexts: dict[int, dict] = {}  # thread id -> its registers (NT_PRSTATUS)
         self.files = []  # (vm_start, vm_end, file offset, path)
         for seg in elf.iter_segments():
             if seg["p_type"] == "PT_LOAD" and seg["p_filesz"]:
                 self.loads.append((seg["p_vaddr"], seg["p_filesz"], seg["p_offset"]))
             elif seg["p_type"] == "PT_NOTE":
                 for note in seg.iter_notes():
+                    if note["n_type"] == "NT_PRSTATUS" and self.machine == IMAGE_FILE_MACHINE_AMD64:
+                        raw = note["n_desc"] if isinstance(note["n_desc"], bytes) else None
+                        if raw is None:
+                            self.f.seek(note["n_offset"] + 12 + ((note["n_namesz"] + 3) & ~3))
+                            raw = self.f.read(note["n_descsz"])
+                        tid = int.from_bytes(raw[32:36], "little")  # pr_pid
+                        regs = [int.from_bytes(raw[112 + 8 * i : 120 + 8 * i], "little") for i in range(len(USER_REGS))]
+                        self.contexts[tid] = dict(zip(USER_REGS, regs))
                     if note["n_type"] == "NT_FILE":
                         d = note["n_desc"]
                         page = d["page_size"]
@@ -333,7 +358,15 @@ class DataTarget:
             return E_NOTIMPL
 
         def context(this, tid, flags, size, buffer):
-            return E_NOTIMPL
+            regs = core.contexts.get(tid)
+            if regs is None or size < CONTEXT_AMD64_SIZE:
+                return E_FAIL
+            ctypes.memset(buffer, 0, size)
+            ctypes.cast(buffer + 0x30, POINTER(c_uint32))[0] = flags
+            ctypes.cast(buffer + 0x44, POINTER(c_uint32))[0] = regs["EFlags"] & 0xFFFFFFFF
+            for name, at in CONTEXT_AMD64.items():
+                ctypes.cast(buffer + at, POINTER(c_uint64))[0] = regs[name]
+            return S_OK
 
         def set_context(this, tid, size, buffer):
             return E_NOTIMPL
@@ -733,6 +766,33 @@ def handles(o: "Oracle") -> list:
             return found
 
 
+def stack_references(o: "Oracle") -> list:
+    """{"thread", "address", "object", "flags"} of every stack reference ISOSDacInterface::GetStackReferences
+    gives for each managed thread (precise: the JIT's GC info after unwinding from the core's registers)."""
+    found = []
+    store = o._get("GetThreadStoreData", ThreadStoreData)
+    thread, seen = (store.FirstThread if store else 0), set()
+    while thread and thread not in seen:
+        seen.add(thread)
+        t = o._get("GetThreadData", ThreadData, thread)
+        if t is None:
+            break
+        out = c_void_p()
+        if t.OSThreadId and o.sos.call("GetStackReferences", c_uint32(t.OSThreadId), byref(out),
+                                      argtypes=[c_uint32, c_void_p]) == S_OK and out.value:
+            refs = Interface(out.value, STACK_REF_ENUM)
+            while True:
+                batch = (SOSStackRefData * 64)()
+                got = c_uint32()
+                hr = refs.call("Next", c_uint32(64), batch, byref(got), argtypes=[c_uint32, c_void_p, c_void_p])
+                found += [{"thread": t.OSThreadId, "address": r.Address, "object": r.Object, "flags": r.Flags}
+                          for r in batch[: got.value]]
+                if got.value < 64 or hr not in (S_OK, 1):
+                    break
+        thread = t.NextThread
+    return found
+
+
 def main(argv) -> int:
     import argparse
 
@@ -744,6 +804,7 @@ def main(argv) -> int:
     ap.add_argument("--fields", action="store_true")
     ap.add_argument("--native-heaps", action="store_true")
     ap.add_argument("--handles", action="store_true")
+    ap.add_argument("--stack-refs", action="store_true")
     args = ap.parse_args(argv)
     o = Oracle(args.core, args.dac)
     g = o.globals()
@@ -770,6 +831,8 @@ def main(argv) -> int:
         result["handle_tables"] = o.gc_regions("GetHandleTableMemoryRegions")
     if args.handles:
         result["handles"] = handles(o)
+    if args.stack_refs:
+        result["stack_refs"] = stack_references(o)
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()
