@@ -54,16 +54,20 @@ def main() -> int:
             raise SystemExit(f"target failed: {line!r}")
         pid = int(line.split()[1])
         print(f"target ready in {time.time() - t0:.1f} s: {line.strip()}", file=sys.stderr)
-        t0 = time.time()
-        try:
-            subprocess.run([str(embedded.createdump()), "-f", str(args.out), str(pid)], check=True,
-                           stdout=subprocess.DEVNULL)
-        finally:
-            proc.stdin.write("\n")
-            proc.stdin.flush()
-            proc.wait()
-        print(f"{args.out}: {args.out.stat().st_size:,} bytes in {time.time() - t0:.1f} s", file=sys.stderr)
+        dump_and_release(proc, embedded.createdump(), pid, args.out)
     return 0
+
+
+def dump_and_release(proc, createdump, pid, out: Path) -> None:
+    """Dump the waiting target with createdump, then let it exit."""
+    t0 = time.time()
+    try:
+        subprocess.run([str(createdump), "-f", str(out), str(pid)], check=True, stdout=subprocess.DEVNULL)
+    finally:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        proc.wait()
+    print(f"{out}: {out.stat().st_size:,} bytes in {time.time() - t0:.1f} s", file=sys.stderr)
 
 
 def graph(args) -> int:
@@ -84,14 +88,7 @@ def graph(args) -> int:
         _, pid, objects, references = line.split()
         print(f"target ready in {time.time() - t0:.1f} s: {int(objects):,} objects, {int(references):,} references "
               f"made", file=sys.stderr)
-        t0 = time.time()
-        try:
-            subprocess.run([str(runtime.createdump), "-f", str(args.out), pid], check=True, stdout=subprocess.DEVNULL)
-        finally:
-            proc.stdin.write("\n")
-            proc.stdin.flush()
-            proc.wait()
-        print(f"{args.out}: {args.out.stat().st_size:,} bytes in {time.time() - t0:.1f} s", file=sys.stderr)
+        dump_and_release(proc, runtime.createdump, pid, args.out)
     return 0
 
 

@@ -10,18 +10,12 @@ import sys
 import pytest
 
 from tests.support.samples import SAMPLES, manifest, units_to_str
+from tests.support.cli import run
 
-from clrlayout.cli import main
 from clrlayout.errors import as_flags
 
 LINUX = SAMPLES / "strings.coreclr-3.1.23.linux-x64.core"
 X86 = SAMPLES / "strings.coreclr-3.1.23.win-x86.dmp"
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_info_json_schema(capsys, sample):

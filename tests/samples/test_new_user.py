@@ -14,19 +14,13 @@ import sys
 import pytest
 
 from tests.support.samples import SAMPLES
+from tests.support.cli import run
 
 import clrlayout
-from clrlayout.cli import main
 from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 X64 = SAMPLES / "strings.coreclr-3.1.23.win-x64.dmp"
 LINUX = SAMPLES / "strings.coreclr-3.1.23.linux-x64.core"
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def command(*args, env=None, **kw) -> subprocess.CompletedProcess:
