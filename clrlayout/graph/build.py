@@ -186,19 +186,27 @@ def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> Heap
         kinds, which = np.unique(win.method_tables[kept], return_inverse=True)
         base = np.array([mts.get(m).base_size for m in kinds.tolist()], dtype=np.int64)
         comp = np.array([mts.get(m).component_size for m in kinds.tolist()], dtype=np.int64)
-        parts.append((win.base, win.offsets[kept].astype(np.uint64) + np.uint64(win.base), win.method_tables[kept],
+        parts.append([win.base, win.offsets[kept].astype(np.uint64) + np.uint64(win.base), win.method_tables[kept],
                       base[which] + comp[which] * win.counts[kept].astype(np.int64),
-                      win.aligned[kept].astype(np.int64), local[by], slots[by], values[by]))
+                      win.aligned[kept].astype(np.int64), local[by], slots[by], values[by]])
     parts.sort(key=lambda part: part[0])  # the windows in address order
     first = np.cumsum([0] + [len(part[1]) for part in parts])
+    for i, part in enumerate(parts):
+        part[5] = part[5] + first[i]  # window-local object index -> node index
 
     def joined(k, dtype):
-        return np.concatenate([part[k] for part in parts]) if parts else np.zeros(0, dtype=dtype)
+        """Field ``k`` of every window, one array; each window's own freed as it goes (the peak is one copy)."""
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        out = np.concatenate([part[k] for part in parts])
+        for part in parts:
+            part[k] = None
+        return out
 
     addresses, method_tables = joined(1, np.uint64), joined(2, np.uint64)
     sizes, aligned = joined(3, np.int64), joined(4, np.int64)
-    src = np.concatenate([part[5] + first[i] for i, part in enumerate(parts)]) if parts else np.zeros(0, np.int64)
-    slots, values = joined(6, np.uint64), joined(7, np.uint64)
+    src, slots, values = joined(5, np.int64), joined(6, np.uint64), joined(7, np.uint64)
+    parts.clear()
     if len(addresses) > 1 and not (addresses[1:] > addresses[:-1]).all():  # overlapping windows: sort it all
         order = np.argsort(addresses, kind="stable")
         rank = np.empty(len(order), dtype=np.int64)
@@ -207,17 +215,20 @@ def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> Heap
         src = rank[src]
         by = np.lexsort((slots, src))
         src, slots, values = src[by], slots[by], values[by]
+    n = len(addresses)
+    itype = np.int32 if n < 2**31 else np.int64
     target = np.searchsorted(addresses, values)
-    found = target < len(addresses)
+    found = target < n
     found[found] = addresses[target[found]] == values[found]
+    target = target.astype(itype)  # the nodes fit (one copy, then the 8-byte one goes)
+    missed = int((~found).sum())
     bad = [BadReference(int(addresses[s]), int(sl), int(v)) for s, sl, v in
            zip(src[~found][:findings_limit].tolist(), slots[~found][:findings_limit].tolist(),
-               values[~found][:findings_limit].tolist())]
-    if not found.all():
+               values[~found][:findings_limit].tolist())] if missed else []
+    del values
+    if missed:
         src, slots, target = src[found], slots[found], target[found]
-    n = len(addresses)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-    itype = np.int32 if n < 2**31 else np.int64
-    return HeapGraph(addresses, method_tables, sizes, aligned, indptr, target.astype(itype), slots, bad,
-                     int((~found).sum()))
+    del src
+    return HeapGraph(addresses, method_tables, sizes, aligned, indptr, target, slots, bad, missed)

@@ -34,11 +34,11 @@ def _lowest_semi(v, ancestor, best, semi, dfnum, chain):  # pragma: no cover - a
 
 
 def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no cover - also compiled
-    dfnum = np.full(n, -1, np.int64)
-    vertex = np.full(n, -1, np.int64)
-    parent = np.full(n, -1, np.int64)
+    dfnum = np.full(n, -1, indices.dtype)
+    vertex = np.full(n, -1, indices.dtype)
+    parent = np.full(n, -1, indices.dtype)
     cursor = np.zeros(n, np.int64)
-    stack = np.empty(n, np.int64)
+    stack = np.empty(n, indices.dtype)
     # depth-first numbering, iterative
     count = 0
     dfnum[root] = 0
@@ -63,14 +63,14 @@ def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no
                 cursor[w] = indptr[w]
         else:
             top -= 1
-    semi = np.full(n, -1, np.int64)
-    ancestor = np.full(n, -1, np.int64)
-    best = np.full(n, -1, np.int64)
-    idom = np.full(n, -1, np.int64)
-    samedom = np.full(n, -1, np.int64)
-    bucket_head = np.full(n, -1, np.int64)
-    bucket_next = np.full(n, -1, np.int64)
-    chain = np.empty(n, np.int64)
+    semi = np.full(n, -1, indices.dtype)
+    ancestor = np.full(n, -1, indices.dtype)
+    best = np.full(n, -1, indices.dtype)
+    idom = np.full(n, -1, indices.dtype)
+    samedom = np.full(n, -1, indices.dtype)
+    bucket_head = np.full(n, -1, indices.dtype)
+    bucket_next = np.full(n, -1, indices.dtype)
+    chain = np.empty(n, indices.dtype)
     for i in range(count - 1, 0, -1):
         w = vertex[i]
         p = parent[w]
@@ -119,17 +119,27 @@ def dominator_tree(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) -
     ``idom[v]`` the immediate dominator of node v (``n``: only the virtual root dominates it; -1: not
     reachable), ``order`` the reachable nodes in depth-first order (every node after its dominator)."""
     n = len(indptr) - 1
+    kind = np.int32 if n + 1 < 2**31 else np.int64  # node numbers: 4 bytes each where they fit
     roots = np.unique(roots.astype(np.int64))
     full_indptr = np.concatenate([indptr.astype(np.int64), [indptr[-1] + len(roots)]])
-    full_indices = np.concatenate([indices.astype(np.int64), roots])
-    # the reversed graph
-    sources = np.repeat(np.arange(n + 1, dtype=np.int64), np.diff(full_indptr))
-    by_target = np.argsort(full_indices, kind="stable")
+    full_indices = np.concatenate([indices.astype(kind, copy=False), roots.astype(kind)])
+    # the reversed graph, by a counting sort (each node's referrers in increasing order)
     rindptr = np.zeros(n + 2, dtype=np.int64)
     np.cumsum(np.bincount(full_indices, minlength=n + 1), out=rindptr[1:])
-    rindices = sources[by_target]
+    rindices = np.empty(len(full_indices), dtype=kind)
+    _jit(_reverse)(full_indptr, full_indices, n + 1, rindptr, rindices)
     idom, order = _algorithm()(full_indptr, full_indices, rindptr, rindices, n, n + 1)
     return idom[:n], order[1:]
+
+
+def _reverse(indptr, indices, nodes, rindptr, rindices):  # pragma: no cover - also compiled
+    """``rindices``: for each node, the nodes that reference it, in increasing order (``rindptr`` its bounds)."""
+    pos = rindptr[:-1].copy()
+    for u in range(nodes):
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            rindices[pos[v]] = u
+            pos[v] += 1
 
 
 def _accumulate(order, idom, retained, count):  # pragma: no cover - also compiled
@@ -204,6 +214,7 @@ def warm_up() -> None:
     """Each loop run once on a tiny graph, with the types of every real run (int64 throughout), so that numba
     compiles it (or loads it from its cache) here."""
     indptr, indices = np.array([0, 1, 2, 2], dtype=np.int64), np.array([1, 2], dtype=np.int64)
+    dominator_tree(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))  # the heap graph's types
     idom, order = dominator_tree(indptr, indices, np.array([0], dtype=np.int64))
     retained_sizes(idom, order, np.array([8, 16, 24], dtype=np.int64))
     top_of_kind(idom, np.array([0, 1, 1], dtype=np.int64))
