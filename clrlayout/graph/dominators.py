@@ -211,8 +211,8 @@ def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
 
 
 def warm_up() -> None:
-    """Each loop run once on a tiny graph, with the types of every real run (int64 throughout), so that numba
-    compiles it (or loads it from its cache) here."""
+    """Each loop run once on a tiny graph, with the types of every real run (the heap graph's 4-byte node
+    numbers, and 8-byte ones), so that numba compiles it (or loads it from its cache) here."""
     indptr, indices = np.array([0, 1, 2, 2], dtype=np.int64), np.array([1, 2], dtype=np.int64)
     dominator_tree(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))  # the heap graph's types
     idom, order = dominator_tree(indptr, indices, np.array([0], dtype=np.int64))

@@ -32,11 +32,12 @@ def read_handles(dump, dac_vars) -> tuple[list[Handle] | None, str | None]:
     """(every in-use handle that holds an object, of the dump's handle tables, in address order; why there are
     none: the handle table map is neither published (before .NET 6) nor found by its shape, or the dump does
     not hold the tables)."""
-    segments = handle_table_segments(dump, dac_vars)
+    at = handle_table_map(dump, dac_vars)  # looked for once (on 2.x/3.x a search of the runtime's data)
+    if at is None:
+        return None, ("the GC's handle table map was not found (this runtime's GC does not publish it before "
+                      ".NET 6, and nothing of its shape is in the runtime's data)")
+    segments = handle_table_segments(dump, dac_vars, at)
     if not segments:
-        if handle_table_map(dump, dac_vars) is None:
-            return None, ("the GC's handle table map was not found (this runtime's GC does not publish it before "
-                          ".NET 6, and nothing of its shape is in the runtime's data)")
         return None, "the dump does not hold the GC's handle tables"
     spec = gc_interface()["handle_tables"]
     space = dump.memory

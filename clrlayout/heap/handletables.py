@@ -57,11 +57,12 @@ def _map_by_shape(dump: Dump, module) -> int | None:
     return None
 
 
-def handle_table_segments(dump: Dump, dac_vars: GcDacVars | None) -> list[tuple[int, int, int]]:
-    """``(start, end, slot)`` of every handle table segment; [] where the runtime does not say."""
+def handle_table_segments(dump: Dump, dac_vars: GcDacVars | None, at: int | None = None) -> list[tuple[int, int, int]]:
+    """``(start, end, slot)`` of every handle table segment (from the map at ``at``, else the one
+    :func:`handle_table_map` finds); [] where the runtime does not say."""
     spec = gc_interface().get("handle_tables")
-    at = handle_table_map(dump, dac_vars) if spec else None
-    if not at:
+    at = at or (handle_table_map(dump, dac_vars) if spec else None)
+    if not at or not spec:
         return []
     return _tables(dump.memory, at, spec, dump.memory.pointer_size, "x64" if dump.memory.pointer_size == 8 else "x86")
 

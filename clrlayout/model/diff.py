@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+
 from ..graph.roots import ROOT_KINDS
 
 UNNAMED = "<unknown type, MT {:#x}>"
