@@ -3,6 +3,7 @@ answer.  :mod:`clrlayout.cli` adds them to the group."""
 
 from .diff import diff
 from .dump import dump
+from .fleet import fleet
 from .graph import refs, retained, roots
 from .info import info
 from .layout import layout
@@ -14,4 +15,4 @@ from .trim import trim
 from .type import type_
 
 #: in the order ``clrlayout --help`` lists them (alphabetical, as click sorts them)
-COMMANDS = [info, dump, memory, object_, type_, stats, refs, roots, retained, diff, trim, layout, live]
+COMMANDS = [info, dump, memory, object_, type_, stats, refs, roots, retained, diff, fleet, trim, layout, live]

@@ -19,28 +19,13 @@ def memory(file, fmt, with_ranges, jobs, quiet, heap, profile):
     """Where the memory went (!address -summary + !eeheap -gc): every byte of the dump by kind (GC heap,
     stacks, images, the runtime's loader heaps, mapped files, native), the address space by state, type and
     protection (minidumps), and the GC heap's object and free bytes per heap and generation."""
-    from .. import parallel
-    from ..analyses import memory as analysis
+    from ..model.summaries import memory_map
     from ..present import memory as present
 
     with _open(file, None, profile, heap) as session:
         _preamble(session, quiet)
-        heaps, bookkeeping, handles = session.loader_heaps(), session.gc_bookkeeping(), session.gc_handle_tables()
-        pieces = analysis.paint(list(session.dump.memory.iter_runs()), analysis.claims(session, heaps, bookkeeping, handles))
-        gc = None
-        if session.heap.exact and session.profile.method_table is not None:
-            gc = analysis.GcFigures()
-
-            def collect(win):
-                return parallel.StepOutput(extra=analysis.gc_window(win, session.mts))
-
-            session.string_method_table()
-            with _progress(session, enabled=fmt == "table") as progress:
-                parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
-                                   progress=progress.advance, on_found=progress.found, absorb=gc.merge)
-            gc.segments = analysis.segment_figures(session.heap.segments)
-        mm = analysis.MemoryMap(session.dump.memory.total_bytes, pieces, gc, analysis.address_space(session.dump.memory_info),
-                                heaps, bookkeeping, handles)
+        with _progress(session, enabled=fmt == "table") as progress:
+            mm = memory_map(session, jobs, progress.advance, progress.found)
         for line in present.render(mm, fmt, with_ranges, session.profile.pointer_size):
             out(line)
         _report(session, quiet)

@@ -71,24 +71,16 @@ def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict
                 live=None, kinds=()):
     """!dumpheap -stat: count and bytes per MethodTable of the objects ``selected`` accepts, with names from
     metadata, of the types whose name contains ``type_name`` (or is it, ``exact``)."""
-    from .. import parallel
-    from ..analyses.typestats import TypeStats, top_rows
+    from ..analyses.typestats import top_rows
+    from ..model.summaries import type_totals
     from ..present import typestats as present
 
     with _open(file, None, profile, heap, assemblies) as session:
         session.require_exact("statistics by type")
         selected = with_liveness(session, selected, live, kinds)
         _preamble(session, quiet)
-        result = TypeStats()
-
-        def collect(win):
-            part = TypeStats()
-            part.add(win, session.mts, selected)
-            return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
-
         with _progress(session, enabled=fmt == "table") as progress:
-            parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
-                               progress=progress.advance, on_found=progress.found, absorb=result.merge)
+            result = type_totals(session, selected, jobs, progress.advance, progress.found)
         if type_name is not None and not _named(session, result.seen, type_name, exact):
             raise _type_not_found(session, type_name, exact)
         mt = selected.method_table

@@ -92,9 +92,8 @@ class Diff:
 def totals_of(session, live: bool = False, roots=ROOT_KINDS, strings: bool = False,
               jobs=None) -> DumpTotals:
     """One dump's per-type totals (by name), of the reachable objects only with ``live``."""
-    from .. import parallel
     from ..analyses.filters import ObjectFilter
-    from ..analyses.typestats import TypeStats
+    from .summaries import type_totals
 
     session.require_exact("comparing dumps by type")
     selected = None
@@ -104,14 +103,7 @@ def totals_of(session, live: bool = False, roots=ROOT_KINDS, strings: bool = Fal
         free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
         selected = ObjectFilter(live_addresses=graph.graph.addresses[graph.live], live=True, free_method_tables=free)
         retained_by_name = _retained_by_type(session, graph)
-    result = TypeStats()
-
-    def collect(win):
-        part = TypeStats()
-        part.add(win, session.mts, selected)
-        return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
-
-    parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False), absorb=result.merge)
+    result = type_totals(session, selected, jobs)
     types: dict = {}
     for mt, (n, size, aligned) in result.totals.items():
         name = session.type_name(mt) or UNNAMED.format(mt)

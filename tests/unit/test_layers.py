@@ -19,7 +19,7 @@ LAYERS = [
     {"session", "parallel"},
     {"model"},
     {"present"},
-    {"trim", "live"},
+    {"trim", "live", "fleet"},
     {"commands"},
     {"cli", "__main__"},
 ]

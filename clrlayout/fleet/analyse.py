@@ -1,0 +1,98 @@
+"""One dump's rows of the fleet's tables, computed in this process: ``info``, ``stats`` by type, ``memory``
+and, when the object graph can be built, ``retained --by type``.  :mod:`clrlayout.fleet.worker` runs it in a
+process of its own; an error of the dump becomes the row's error (its code, message and exit code)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from ..errors import ClrLayoutError, as_flags
+from ..graph.roots import ROOT_KINDS
+
+HASH_BLOCK = 1 << 20
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
+    """``{"dump": {...}, "types": [...], "memory": [...]}`` for the dump at ``path`` (one row of ``dumps``;
+    the dump's rows of ``types`` and ``memory``, without the path, which the writer adds)."""
+    from ..limits import limits_from_env
+    from ..session import open_session
+
+    started = time.monotonic()
+    row: dict = {"exact": None, "error_code": None, "exit_code": None, "error": None, "warnings": []}
+    types: list = []
+    memory: list = []
+    try:
+        with open_session(path, limits=limits_from_env()) as session:
+            rt = session.runtime
+            row.update(format=session.dump.format, arch=session.dump.arch, os=session.dump.os,
+                       runtime=rt.flavor, version=rt.version, gc_mode=session.heap.gc_mode,
+                       exact=bool(session.heap.exact))
+            memory = _memory_rows(session)
+            types = _type_rows(session, roots if retained else None, row)
+            row.update(objects=sum(t["count"] for t in types), object_bytes=sum(t["bytes"] for t in types))
+            row["warnings"] = [*session.warnings, *_unnamed(session, types), *(str(f) for f in session.findings)]
+            if session.findings.count > len(session.findings.items):
+                row["warnings"].append(f"... and {session.findings.count - len(session.findings.items)} more findings")
+    except ClrLayoutError as e:
+        types = []  # an answer cut short is no answer: the row says why
+        row.update(error_code=e.code, exit_code=int(e.exit_code), error=str(e))
+    except MemoryError:
+        types = []
+        row.update(error_code="memory-limit", error="the analysis ran out of memory (over the memory limit)")
+    row["seconds"] = round(time.monotonic() - started, 3)
+    # the messages as the command line says them (--assemblies DIR, not assemblies=DIR): fleet is a command's
+    for name in ("error", "graph_error"):
+        if row.get(name) is not None:
+            row[name] = as_flags(row[name])
+    row["warnings"] = [as_flags(w) for w in row["warnings"]]
+    return {"dump": row, "types": types, "memory": memory}
+
+
+def _memory_rows(session) -> list:
+    from ..model.summaries import memory_map
+
+    return [{"kind": kind, "ranges": n, "bytes": size}
+            for kind, (n, size) in memory_map(session, jobs=1).kinds().items()]
+
+
+def _type_rows(session, roots, row: dict) -> list:
+    """``stats --format json``'s rows, with each type's retained bytes when the object graph is built."""
+    from ..model.summaries import type_totals
+
+    session.require_exact("statistics by type")  # as `stats`: no exact walk, no types (the row says why)
+    totals = type_totals(session, jobs=1).totals
+    retained: dict | None = None
+    if roots is not None:
+        try:
+            graph = session.object_graph(tuple(roots))
+            retained = {mt: kept for mt, (_, _, kept) in graph.by_type().items()}
+            row.update(live_objects=int(graph.live.sum()), live_bytes=int(graph.graph.aligned[graph.live].sum()))
+        except ClrLayoutError as e:  # the dump lacks what the roots are read from: no retained sizes, said why
+            row["graph_error"] = str(e)
+    out = []
+    for mt, (count, size, aligned) in sorted(totals.items(), key=lambda kv: (kv[1][1], kv[0])):
+        out.append({"method_table": mt, "name": session.type_name(mt), "count": count, "bytes": size,
+                    "aligned_bytes": aligned, "retained": None if retained is None else retained.get(mt, 0)})
+    return out
+
+
+
+def _unnamed(session, types: list) -> list:
+    """``stats``' warning about types without a name, and why."""
+    from ..present.info import reasons
+
+    if session.profile.method_table is None:
+        return []
+    unnamed = session.why_unnamed([t["method_table"] for t in types])
+    n = sum(unnamed.values())
+    return [f"{n:,} {'type has' if n == 1 else 'types have'} no name ({reasons(unnamed)})"] if n else []

@@ -1,0 +1,49 @@
+"""A dump's summaries as ``stats`` and ``memory`` compute them, for every caller that needs them (the
+commands, ``diff`` and ``fleet``): the heap's totals per MethodTable, and where the dump's memory went."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def type_totals(session, selected=None, jobs: int | None = None, progress: Callable | None = None,
+                on_found: Callable[[int], None] = lambda n: None):
+    """:class:`~clrlayout.analyses.typestats.TypeStats` of the objects ``selected`` (an ObjectFilter; None:
+    all) accepts, over the exact heap walk; ``jobs`` processes share it (None: by the heap's size)."""
+    from .. import parallel
+    from ..analyses.typestats import TypeStats
+
+    result = TypeStats()
+
+    def collect(win):
+        part = TypeStats()
+        part.add(win, session.mts, selected)
+        return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
+
+    parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
+                       progress=progress, on_found=on_found, absorb=result.merge)
+    return result
+
+
+def memory_map(session, jobs: int | None = None, progress: Callable | None = None,
+               on_found: Callable[[int], None] = lambda n: None):
+    """:class:`~clrlayout.analyses.memory.MemoryMap`: every byte of the dump by kind, the address space, and
+    (with the exact walk and MethodTables) the GC heap's object and free bytes per heap and generation."""
+    from .. import parallel
+    from ..analyses import memory as analysis
+
+    heaps, bookkeeping, handles = session.loader_heaps(), session.gc_bookkeeping(), session.gc_handle_tables()
+    pieces = analysis.paint(list(session.dump.memory.iter_runs()), analysis.claims(session, heaps, bookkeeping, handles))
+    gc = None
+    if session.heap.exact and session.profile.method_table is not None:
+        gc = analysis.GcFigures()
+
+        def collect(win):
+            return parallel.StepOutput(extra=analysis.gc_window(win, session.mts))
+
+        session.string_method_table()
+        parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
+                           progress=progress, on_found=on_found, absorb=gc.merge)
+        gc.segments = analysis.segment_figures(session.heap.segments)
+    return analysis.MemoryMap(session.dump.memory.total_bytes, pieces, gc,
+                              analysis.address_space(session.dump.memory_info), heaps, bookkeeping, handles)
