@@ -10,7 +10,7 @@ import uuid
 from typing import Iterator
 
 from ..errors import ClrLayoutError, ExitCode
-from .worker import Limits, run_isolated
+from .worker import Limits, kill_running, run_isolated
 
 
 class SchedulerError(ClrLayoutError):
@@ -33,9 +33,10 @@ def local(paths: list[str], limits: Limits, workers: int) -> Iterator[tuple[str,
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()
-        finally:
+        finally:  # stopped (Ctrl-C, an output error): nothing more starts, and what runs is killed
             for future in futures:
                 future.cancel()
+            kill_running()
 
 
 def dask(paths: list[str], limits: Limits, scheduler: str) -> Iterator[tuple[str, dict]]:

@@ -22,6 +22,8 @@ from ..graph.roots import ROOT_KINDS
 #: the output a child may write (its rows as JSON): more is an error, not a huge allocation
 MAX_OUTPUT = 256 << 20
 #: what a child that ran out of memory where Python could not raise MemoryError writes last (LLVM's, numpy's)
+#: the children running now: a run that is stopped (Ctrl-C) kills them (their own sessions do not get the signal)
+RUNNING: set = set()
 OUT_OF_MEMORY = ("MemoryError", "std::bad_alloc", "Cannot allocate memory")
 
 
@@ -52,6 +54,7 @@ def run_isolated(path: str, limits: Limits = Limits()) -> dict:
     env = {**os.environ, "NUMBA_CPU_NAME": "generic", "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, env=env)
+    RUNNING.add(proc)
     timed_out = False
     try:
         out, err = proc.communicate(timeout=limits.timeout)
@@ -59,6 +62,8 @@ def run_isolated(path: str, limits: Limits = Limits()) -> dict:
         timed_out = True
         _kill(proc)
         out, err = proc.communicate()
+    finally:
+        RUNNING.discard(proc)
     lines = [line for line in out[:MAX_OUTPUT].decode("utf-8", "replace").splitlines() if line.startswith("{")]
     parts = []
     for line in lines:
@@ -86,6 +91,11 @@ def run_isolated(path: str, limits: Limits = Limits()) -> dict:
     result["dump"]["sha256"] = sha
     result["dump"]["seconds"] = round(time.monotonic() - started, 3)
     return result
+
+
+def kill_running() -> None:
+    for proc in list(RUNNING):
+        _kill(proc)
 
 
 def _kill(proc: subprocess.Popen) -> None:
