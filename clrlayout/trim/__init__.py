@@ -33,6 +33,7 @@ class TrimResult:
     strings: int  #: strings the trim was asked to keep (all of them, or the first ``max_strings``)
     strings_in_output: int  #: whole strings a walk of the output finds (pages hold more than the first N)
     missing_in_output: int  #: places where the output's heap walk meets memory that is not in it
+    redacted: object = None  #: with ``redact``: the :class:`~clrlayout.trim.redact.RedactReport`
 
 
 def _what_it_holds(out: str, mt, profile, limits) -> tuple[int, int, int]:
@@ -44,7 +45,7 @@ def _what_it_holds(out: str, mt, profile, limits) -> tuple[int, int, int]:
 
 def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
                   limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None,
-                  types: bool = False) -> tuple[list[tuple[int, int]], int]:
+                  types: bool = False, redaction: dict | None = None):
     """Page-rounded ranges of memory the string analysis reads, and the number of strings found.
 
     With ``max_strings``, only what the first N strings need (the rest of the heap is left out).  With
@@ -80,8 +81,13 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
             if not isinstance(found, str):
                 method_table_variables(found, space)
         space.stop_recording()
+        if redaction is not None:  # only the bytes read outside the heap, and the heap's structure
+            from .redact import plan
+
+            keep, report = plan(a, log.ranges, **redaction)
+            return keep.pages(PAGE), count, keep, report
         ranges = [(lo - lo % PAGE, hi + (-hi) % PAGE) for lo, hi in log.ranges]
-        return merge(ranges), count
+        return merge(ranges), count, None, None
 
 
 def _read_types(a) -> None:
@@ -116,8 +122,13 @@ def _read_graph(a) -> None:
 
 
 def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
-         limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None, types: bool = False) -> TrimResult:
-    ranges, count = needed_ranges(path, mt, profile, limits, max_strings, types)
+         limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None, types: bool = False,
+         redact: bool = False, redact_keep=(), keep_stacks: bool = False) -> TrimResult:
+    """Writes the trimmed dump to ``out``.  ``redact``: every byte that is not structure zeroed (trim/redact.py;
+    implies ``types``); ``redact_keep``: type names whose objects stay whole; ``keep_stacks``: the thread
+    stacks stay whole."""
+    redaction = dict(keep_type_names=tuple(redact_keep), keep_stacks=keep_stacks) if redact else None
+    ranges, count, keep, report = needed_ranges(path, mt, profile, limits, max_strings, types or redact, redaction)
     from ..dump import open_dump
 
     with open_dump(path, limits) as dump:
@@ -133,7 +144,8 @@ def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
         try:
             with os.fdopen(fd, "wb") as f:
                 # the comment does not name the input, so that trimming a trimmed dump gives the same bytes
-                kept = writer(dump, ranges, f, comment=f"trimmed by clrlayout {__version__}: {count} strings")
+                comment = f"{'redacted' if redact else 'trimmed'} by clrlayout {__version__}: {count} strings"
+                kept = writer(dump, ranges, f, comment=comment, keep=keep, keep_stacks=keep_stacks or not redact)
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; an output file gets the usual mode
@@ -145,4 +157,4 @@ def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
                 os.unlink(tmp)
         total = dump.memory.total_bytes
     regions, held, missing = _what_it_holds(out, mt, profile, limits)
-    return TrimResult(os.path.getsize(path), os.path.getsize(out), kept, total, regions, count, held, missing)
+    return TrimResult(os.path.getsize(path), os.path.getsize(out), kept, total, regions, count, held, missing, report)

@@ -31,8 +31,10 @@ def _split(seg: dict, kept: list[tuple[int, int]]) -> list[tuple[int, int, bool]
     return pieces
 
 
-def write_elf_core(dump, ranges, f, comment: str) -> int:
-    """``comment`` is not stored: an ELF core has no place for it (the sample manifest records it)."""
+def write_elf_core(dump, ranges, f, comment: str, keep=None, keep_stacks: bool = True) -> int:
+    """``comment`` is not stored: an ELF core has no place for it (the sample manifest records it).  ``keep``:
+    only its bytes are written as they are (``trim --redact``), and the floating-point and vector registers of
+    the notes are zeroed.  The stacks are in ``ranges`` or not (``keep_stacks`` is for the minidump writer)."""
     c = dump.container
     structs = ELFStructs(little_endian=c.little_endian, elfclass=c.elfclass)
     structs.create_basic_structs()
@@ -76,9 +78,32 @@ def write_elf_core(dump, ranges, f, comment: str) -> int:
         f.write(b"\0" * (h["p_offset"] - pos))
         kind, at, size = data
         if kind == "file":
-            f.write(source.pread(at, size))
+            notes = source.pread(at, size)
+            f.write(notes if keep is None else _without_vector_registers(notes, c.little_endian))
         else:
-            copy_range(dump, f, at, size)
+            copy_range(dump, f, at, size, keep)
             kept_bytes += size
         pos = h["p_offset"] + size
     return kept_bytes
+
+
+#: notes of the floating-point and vector registers (NT_PRFPREG, NT_PRXFPREG, NT_X86_XSTATE, NT_ARM_VFP,
+#: NT_ARM_SVE): SIMD copies of strings pass through them, and no analysis reads them
+VECTOR_NOTES = {2, 0x46E62B7F, 0x202, 0x400, 0x405}
+
+
+def _without_vector_registers(notes: bytes, little: bool) -> bytes:
+    """A PT_NOTE segment's notes with the descriptors of :data:`VECTOR_NOTES` zeroed (the notes stay, sized)."""
+    order = "little" if little else "big"
+    out = bytearray(notes)
+    pos = 0
+    while pos + 12 <= len(out):
+        namesz, descsz, ntype = (int.from_bytes(out[pos + i:pos + i + 4], order) for i in (0, 4, 8))
+        desc = pos + 12 + ((namesz + 3) & ~3)
+        end = desc + ((descsz + 3) & ~3)
+        if end > len(out):
+            break
+        if ntype in VECTOR_NOTES:
+            out[desc:desc + descsz] = bytes(descsz)
+        pos = end
+    return bytes(out)

@@ -70,7 +70,9 @@ def _string(source, rva: int) -> bytes:
     return n.to_bytes(4, "little") + _read(source, rva + 4, n) + b"\0\0"
 
 
-def write_minidump(dump, ranges, f, comment: str) -> int:
+def write_minidump(dump, ranges, f, comment: str, keep=None, keep_stacks: bool = True) -> int:
+    """``keep``: only its bytes are written as they are (``trim --redact``), and the threads' floating-point
+    and vector registers are zeroed; without ``keep_stacks`` the threads' stacks are left out."""
     source = dump.memory.source
     entries = {}
     for stype, size, rva in dump.container.directory:
@@ -85,6 +87,9 @@ def write_minidump(dump, ranges, f, comment: str) -> int:
             threads = list(Array(n, MINIDUMP_THREAD).parse(_read(source, rva + 4, n * THREAD_SIZE)))
         except ConstructError as e:
             raise MalformedDump(f"bad ThreadList: {e}", source.path) from e
+    if not keep_stacks:
+        for t in threads:
+            t.Stack.Memory.DataSize = 0
     stacks = [(t.Stack.StartOfMemoryRange, t.Stack.StartOfMemoryRange + t.Stack.Memory.DataSize)
               for t in threads if t.Stack.Memory.DataSize]
     pieces = clip(merge(list(ranges) + stacks), dump.memory)
@@ -105,7 +110,7 @@ def write_minidump(dump, ranges, f, comment: str) -> int:
         elif kind == MODULE_LIST:
             data = _modules(source, data, blob)
         elif kind == THREAD_LIST:
-            data = _threads(source, threads, blob, pieces)
+            data = _threads(source, threads, blob, pieces, dump.arch if keep is not None else None)
         directory.append((kind, len(data), blob.add(data)))
         if kind == THREAD_LIST:
             thread_list_rva = directory[-1][2]
@@ -139,7 +144,7 @@ def write_minidump(dump, ranges, f, comment: str) -> int:
     f.write(body)
     f.write(b"\0" * (base_rva - blob.end))
     for start, size, _ in pieces:
-        copy_range(dump, f, start, size)
+        copy_range(dump, f, start, size, keep)
     return sum(size for _, size, _ in pieces)
 
 
@@ -173,13 +178,22 @@ def _modules(source, data: bytes, blob: _Blob) -> bytes:
     return bytes(out)
 
 
-def _threads(source, threads, blob: _Blob, pieces) -> bytes:
-    """ThreadList with contexts copied and each stack's RVA pointing into the new memory data."""
+#: where a thread CONTEXT keeps its floating-point and vector registers: (offset, size) by architecture
+#: (AMD64: FltSave and VectorRegister..LastExceptionFromRip's start; x86: FloatSave, ExtendedRegisters)
+VECTOR_REGISTERS = {"x64": ((0x100, 0x3A0),), "x86": ((0x1C, 112), (0xCC, 512))}
+
+
+def _threads(source, threads, blob: _Blob, pieces, redact_arch: str | None = None) -> bytes:
+    """ThreadList with contexts copied and each stack's RVA pointing into the new memory data; with
+    ``redact_arch``, each context's floating-point and vector registers zeroed."""
     out = bytearray(len(threads).to_bytes(4, "little"))
     for t in threads:
         ctx = t.ThreadContext
         if ctx.DataSize and ctx.DataSize <= 64 * 1024:
-            ctx.Rva = blob.add(_read(source, ctx.Rva, ctx.DataSize), 16)
+            data = bytearray(_read(source, ctx.Rva, ctx.DataSize))
+            for at, size in VECTOR_REGISTERS.get(redact_arch, ()) if redact_arch else ():
+                data[at:at + size] = bytes(len(data[at:at + size]))
+            ctx.Rva = blob.add(bytes(data), 16)
         else:
             ctx.DataSize = ctx.Rva = 0
         t.Stack.Memory.Rva = 0  # patched by write_minidump once the memory data's position is known

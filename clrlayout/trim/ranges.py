@@ -27,11 +27,13 @@ def clip(ranges, space) -> list[tuple[int, int, int]]:
     return pieces
 
 
-def copy_range(dump, f, start: int, size: int) -> None:
-    """Copy target memory [start, start+size) from the dump into ``f`` in bounded chunks."""
+def copy_range(dump, f, start: int, size: int, keep=None) -> None:
+    """Copy target memory [start, start+size) from the dump into ``f`` in bounded chunks; with ``keep`` (a
+    :class:`~clrlayout.trim.redact.Keep`), every byte it does not keep written as zero."""
     pos = start
     end = start + size
     while pos < end:
         n = min(end - pos, 8 * 1024 * 1024)
-        f.write(dump.memory.read(pos, n))
+        data = dump.memory.read(pos, n)
+        f.write(data if keep is None else keep.apply(pos, data))
         pos += n

@@ -1,0 +1,260 @@
+"""``trim --redact``: which bytes of a trimmed dump stay as they are; every other byte is written as zero.
+
+An allow-list, not a search for secrets: a byte is kept only when the analysis read it outside the GC heap (the
+runtime's structures, the types' metadata) or when it is structure inside the heap — each object's header word,
+MethodTable pointer, length (an array's bounds, a string's length, a free object's size) and every reference
+slot its type's GC description names.  Everything else on the heap is zeroed: string characters, the elements
+of arrays of primitives, every primitive field of every object and boxed value, free space and what lies past
+the allocated end.  Bytes of the heap that the walk could not parse are never kept.  Thread stacks are left
+out (``--keep-stacks`` keeps them whole), as are the floating-point and vector registers of every thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RedactReport:
+    """What was zeroed, by type: objects whose bytes were redacted, and how many bytes."""
+
+    objects: int = 0
+    bytes: int = 0
+    kept_objects: int = 0  # of the types --redact-keep names: left whole
+    by_type: dict = field(default_factory=dict)  # name -> [objects, bytes]
+    stacks: str = "left out"
+
+    def as_dict(self) -> dict:
+        rows = sorted(self.by_type.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        return {"objects": self.objects, "bytes": self.bytes, "kept_objects": self.kept_objects,
+                "stacks": self.stacks,
+                "types": [{"name": n, "objects": c, "bytes": b} for n, (c, b) in rows]}
+
+
+class Keep:
+    """Sorted, disjoint byte intervals [start, end) of target memory kept as they are."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, held=()):
+        self.starts, self.ends = starts, ends
+        #: memory the dump holds beyond the intervals, written as zeros: the heap's segments whole (so that
+        #: the output's walk finds all of the heap, its gaps included), the images' #US heaps
+        self.held = list(held)
+
+    @classmethod
+    def of(cls, intervals, held=()) -> "Keep":
+        starts, ends = _merge(*intervals)
+        return cls(starts, ends, held)
+
+    def apply(self, address: int, data: bytes) -> bytes:
+        """``data`` (target memory at ``address``) with every byte outside the intervals zeroed."""
+        end = address + len(data)
+        lo = int(np.searchsorted(self.ends, address, side="right"))
+        hi = int(np.searchsorted(self.starts, end, side="left"))
+        out = bytearray(len(data))
+        for s, e in zip(self.starts[lo:hi].tolist(), self.ends[lo:hi].tolist()):
+            a, b = max(s, address) - address, min(e, end) - address
+            out[a:b] = data[a:b]
+        return bytes(out)
+
+    def pages(self, page: int) -> list[tuple[int, int]]:
+        """The intervals rounded out to pages and merged: the memory the trimmed dump holds."""
+        starts = np.concatenate([self.starts, np.array([a for a, _ in self.held], dtype=np.uint64)])
+        ends = np.concatenate([self.ends, np.array([b for _, b in self.held], dtype=np.uint64)])
+        starts = starts - starts % np.uint64(page)
+        ends = ends + (np.uint64(page) - ends % np.uint64(page)) % np.uint64(page)
+        s, e = _merge(starts, ends)
+        return list(zip(s.tolist(), e.tolist()))
+
+
+def _merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    starts, ends = np.asarray(starts, dtype=np.uint64), np.asarray(ends, dtype=np.uint64)
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] > reach[:-1]
+    return starts[new], np.maximum.reduceat(ends, np.flatnonzero(new))
+
+
+def _subtract(starts, ends, cut_starts, cut_ends):
+    """[starts, ends) minus [cut_starts, cut_ends) (both merged)."""
+    out_s, out_e = [], []
+    cuts = list(zip(cut_starts.tolist(), cut_ends.tolist()))
+    j = 0
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        while j < len(cuts) and cuts[j][1] <= s:
+            j += 1
+        k, pos = j, s
+        while k < len(cuts) and cuts[k][0] < e:
+            if cuts[k][0] > pos:
+                out_s.append(pos)
+                out_e.append(cuts[k][0])
+            pos = max(pos, cuts[k][1])
+            k += 1
+        if pos < e:
+            out_s.append(pos)
+            out_e.append(e)
+    return np.array(out_s, dtype=np.uint64), np.array(out_e, dtype=np.uint64)
+
+
+#: a metadata root's signature (ECMA-335 II.24.2.1), and the most stream headers read after it
+METADATA_SIGNATURE = b"BSJB"
+MAX_STREAMS = 16
+
+
+def _user_strings(space, starts, ends):
+    """(starts, ends) of the #US heaps (the string literals of the code) of every metadata root in the kept
+    memory: naming reads the metadata block whole, but only its tables, #Strings and #Blob."""
+    found_s, found_e = [], []
+    for lo, hi in zip(starts.tolist(), ends.tolist()):
+        if hi - lo < 64:
+            continue
+        data = space.read_available(lo, hi - lo)
+        at = data.find(METADATA_SIGNATURE)
+        while at >= 0:
+            us = _us_stream(data, at)
+            if us is not None:
+                found_s.append(lo + at + us[0])
+                found_e.append(lo + at + us[0] + us[1])
+            at = data.find(METADATA_SIGNATURE, at + 4)
+    return np.array(found_s, dtype=np.uint64), np.array(found_e, dtype=np.uint64)
+
+
+def _us_stream(data: bytes, root: int):
+    """(offset from the root, size) of the #US stream of the metadata root at ``root`` in ``data``, or None."""
+    def u32(at):
+        return int.from_bytes(data[at:at + 4], "little") if at + 4 <= len(data) else None
+
+    length = u32(root + 12)
+    if length is None or length > 256:
+        return None
+    pos = root + 16 + ((length + 3) & ~3) + 2
+    if pos + 2 > len(data):
+        return None
+    count = int.from_bytes(data[pos:pos + 2], "little")
+    pos += 2
+    for _ in range(min(count, MAX_STREAMS)):
+        offset, size = u32(pos), u32(pos + 4)
+        if size is None:
+            return None
+        end = data.find(b"\0", pos + 8, pos + 8 + 32)
+        if end < 0:
+            return None
+        name = data[pos + 8:end]
+        pos = pos + 8 + ((end - (pos + 8) + 1 + 3) & ~3)
+        if name == b"#US":
+            return offset, size
+    return None
+
+
+def heap_structure(session, keep_types: set[int]):
+    """(starts, ends) of the heap's bytes that are structure (header words, MethodTables, lengths, reference
+    slots; whole objects of the MethodTables ``keep_types``), and the report of what the rest is."""
+    from ..graph.build import _Descs, window_references
+
+    ptr = session.profile.pointer_size
+    header = session.profile.object.header_size
+    mts, space = session.mts, session.dump.memory
+    descs = _Descs(space, mts)
+    report = RedactReport()
+    starts, ends = [], []
+    info: dict = {}  # MethodTable -> (kind, bytes kept after the MethodTable pointer)
+    string_length = 4
+    for win in session.heap_steps().windows():
+        if not len(win.offsets):
+            continue
+        addresses = win.offsets.astype(np.uint64) + np.uint64(win.base)
+        starts.append(addresses - np.uint64(header))  # the header word and the MethodTable pointer
+        ends.append(addresses + np.uint64(ptr))
+        table, inverse = np.unique(win.method_tables, return_inverse=True)
+        lengths = np.zeros(len(table), dtype=np.uint64)
+        whole = np.zeros(len(table), dtype=bool)
+        for i, mt in enumerate(table.tolist()):
+            if mt not in info:
+                t = mts.get(mt)
+                if t is None or not t.component_size:
+                    extra = 0
+                elif t.kind == "free":
+                    extra = ptr
+                elif t.kind == "string":
+                    extra = string_length
+                else:  # an array: its length, padding and (multi-dimensional) bounds, up to the first element
+                    extra = max(0, t.base_size - header - ptr)
+                info[mt] = (extra, t.kind if t is not None else None)
+            lengths[i] = info[mt][0]
+            whole[i] = mt in keep_types
+        extra = lengths[inverse]
+        has = extra > 0
+        starts.append(addresses[has] + np.uint64(ptr))
+        ends.append(addresses[has] + np.uint64(ptr) + extra[has])
+        kept = whole[inverse]
+        if kept.any():  # --redact-keep: the whole object
+            starts.append(addresses[kept] - np.uint64(header))
+            ends.append(addresses[kept] - np.uint64(header) + win.aligned[kept].astype(np.uint64))
+            report.kept_objects += int(kept.sum())
+        src, slots, _ = window_references(win, mts, descs, space, ptr)
+        slots = slots.astype(np.uint64)
+        starts.append(slots)
+        ends.append(slots + np.uint64(ptr))
+        structure = header + ptr + extra.astype(np.int64) + ptr * np.bincount(src, minlength=len(addresses))
+        _count(session, report, table, inverse, win.aligned - structure, kept, info)
+    if not starts:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64), report
+    s, e = _merge(np.concatenate(starts), np.concatenate(ends))
+    return s, e, report
+
+
+def _count(session, report, table, inverse, zeroed, kept, info) -> None:
+    """The report's rows: each type's objects redacted and the bytes of them zeroed (all but the structure)."""
+    redacted = ~kept
+    n = np.bincount(inverse[redacted], minlength=len(table))
+    total = np.bincount(inverse[redacted], weights=np.maximum(zeroed[redacted], 0), minlength=len(table))
+    for i, mt in enumerate(table.tolist()):
+        if not n[i]:
+            continue
+        name = "Free" if info[mt][1] == "free" else (session.type_name(mt) or f"<unknown type, MT {mt:#x}>")
+        row = report.by_type.setdefault(name, [0, 0])
+        row[0] += int(n[i])
+        row[1] += int(total[i])
+        report.objects += int(n[i])
+        report.bytes += int(total[i])
+
+
+def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
+    """(Keep, RedactReport): the bytes of target memory the redacted dump holds as they are."""
+    from ..errors import UsageError
+
+    session.require_exact("--redact (it zeroes what is not structure, object by object)")
+    keep_types = set()
+    for name in keep_type_names:
+        found = {mt for mt in session.mts.known() if session.is_named(mt, name, True)}
+        if not found:
+            raise UsageError(f"redact_keep={name}: no type of this name on the heap")
+        keep_types |= found
+    header = session.profile.object.header_size
+    rec_s, rec_e = _merge(np.array([lo for lo, _ in recorded], dtype=np.uint64),
+                          np.array([hi for _, hi in recorded], dtype=np.uint64))
+    cuts = [(seg.start - header, seg.end) for seg in session.heap.segments if seg.end > seg.start]
+    stacks = [(min(t.sp or t.stack_start, t.stack_start), t.stack_end) for t in session.dump.threads
+              if t.stack_start is not None and t.stack_end and t.stack_end > t.stack_start]
+    if not keep_stacks:
+        cuts += stacks
+    cut_s, cut_e = _merge(np.array([a for a, _ in cuts], dtype=np.uint64), np.array([b for _, b in cuts], dtype=np.uint64))
+    out_s, out_e = _subtract(rec_s, rec_e, cut_s, cut_e)
+    us_s, us_e = _user_strings(session.dump.memory, out_s, out_e)  # the images' literals: names do not read them
+    out_s, out_e = _subtract(out_s, out_e, *_merge(us_s, us_e))
+    heap_s, heap_e, report = heap_structure(session, keep_types)
+    parts_s, parts_e = [out_s, heap_s], [out_e, heap_e]
+    if keep_stacks and stacks:
+        parts_s.append(np.array([a for a, _ in stacks], dtype=np.uint64))
+        parts_e.append(np.array([b for _, b in stacks], dtype=np.uint64))
+        report.stacks = "kept whole (--keep-stacks)"
+    held = [(seg.start - header, seg.end) for seg in session.heap.segments if seg.end > seg.start]
+    held += list(zip(us_s.tolist(), us_e.tolist()))  # an image's metadata is read whole: its #US is there, zeroed
+    return Keep.of((np.concatenate(parts_s), np.concatenate(parts_e)), held), report

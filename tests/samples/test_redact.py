@@ -1,0 +1,155 @@
+"""``trim --redact``: every structural answer of the redacted dump is the original's (only values differ), and
+no value the original held only in its managed heap is left anywhere in the output file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clrlayout.dump import open_dump
+from clrlayout.session import open_session
+from tests.support.cli import run
+from tests.support.samples import SAMPLES
+
+pytestmark = pytest.mark.samples
+
+#: each format and architecture, runtimes 2.1 to 10, server GC, a single-file app; the graph sample has the
+#: handle tables (refs, roots, retained)
+REDACTED = ["graph.coreclr-10.0.0.linux-x64.core", "types.coreclr-8.0.4.win-x64.dmp", "types.coreclr-3.1.23.win-x86.dmp",
+            "strings.coreclr-2.1.8.win-x86.dmp", "strings.coreclr-2.2.5.linux-x64-svr.core",
+            "strings.coreclr-10.0.13.linux-x64-singlefile.core"]
+GRAPH = "graph.coreclr-10.0.0.linux-x64.core"
+ROOTS = ("--roots", "handles,finalizer")
+
+
+@pytest.fixture(scope="module")
+def redacted(tmp_path_factory):
+    from clrlayout.trim import trim
+
+    d = tmp_path_factory.mktemp("redacted")
+    out = {}
+    for name in REDACTED:
+        out[name] = d / name
+        result = trim(str(SAMPLES / name), str(out[name]), redact=True)
+        assert result.redacted.objects > 1000 and result.redacted.bytes > 10_000
+    return out
+
+
+def _json(capsys, *args):
+    code, text, err = run(capsys, *args, "-q")
+    assert code == 0, err
+    return text
+
+
+def _structure(capsys, path) -> dict:
+    """What a memory investigation reads of a dump, values left out."""
+    answers = {}
+    stats = json.loads(_json(capsys, "stats", path, "--format", "json"))
+    answers["stats"] = stats
+    lines = [json.loads(line) for line in _json(capsys, "dump", path, "--format", "jsonl").splitlines()]
+    answers["strings"] = [{k: v for k, v in line.items() if k != "value"} for line in lines]
+    with open_session(str(path)) as session:
+        answers["objects"] = [(o.address, o.method_table, o.size, o.aligned_size, o.count, o.segment.kind)
+                              for o in session.objects()]
+    for row in sorted(stats["types"], key=lambda r: -r["total_size"])[:6]:
+        answers[f"type {row['method_table']}"] = _json(capsys, "type", path, row["method_table"], "--format", "json")
+    memory = json.loads(_json(capsys, "memory", path, "--format", "json"))
+    answers["memory"] = {k: memory[k] for k in ("gc", "loader_heaps", "gc_bookkeeping", "gc_handle_tables")}
+    return answers
+
+
+@pytest.mark.parametrize("name", REDACTED)
+def test_structure_is_the_originals(redacted, capsys, name):
+    assert _structure(capsys, redacted[name]) == _structure(capsys, SAMPLES / name)
+
+
+def test_the_graph_is_the_originals(redacted, capsys):
+    """refs, roots and retained (handles and the finalization queue: the stacks are left out) answer the same."""
+    original, copy = SAMPLES / GRAPH, redacted[GRAPH]
+    assert _json(capsys, "retained", copy, "--format", "json", "--top", "1000", *ROOTS) == \
+        _json(capsys, "retained", original, "--format", "json", "--top", "1000", *ROOTS)
+    objects = json.loads(_json(capsys, "retained", original, "--format", "json", "--top", "8", *ROOTS))["objects"]
+    for obj in objects:
+        for command in ("refs", "roots"):
+            assert _json(capsys, command, copy, obj["address"], "--format", "json", *ROOTS) == \
+                _json(capsys, command, original, obj["address"], "--format", "json", *ROOTS)
+
+
+def _heap_only_values(path) -> list[bytes]:
+    """The values (strings as UTF-16LE and UTF-8, byte arrays) of at least 8 bytes that the dump holds only
+    inside its GC heap: the data of the program, not its metadata, module names or the runtime's own text."""
+    with open_session(str(path)) as session:
+        segments = [(s.start - 16, s.end) for s in session.heap.segments]
+        values = set()
+        for s in session.iter_strings(decode=True):
+            if s.value and len(s.value) >= 8:
+                values.add(s.value.encode("utf-16-le", "surrogatepass"))
+                if s.value.isascii() is False:
+                    values.add(s.value.encode("utf-8", "surrogatepass"))
+        for obj in session.objects():
+            if obj.type_name == "System.Byte[]" and obj.count >= 8:
+                data = session.dump.memory.read_available(obj.address + 2 * session.profile.pointer_size, obj.count)
+                if len(set(data)) > 2:
+                    values.add(bytes(data))
+        regions = list(session.dump.memory.iter_regions())
+    raw = path.read_bytes()
+
+    def only_in_heap(value: bytes) -> bool:
+        at = raw.find(value)
+        while at >= 0:
+            region = next((r for r in regions if r.offset <= at < r.offset + r.size), None)
+            address = None if region is None else region.start + at - region.offset
+            if address is None or not any(lo <= address < hi for lo, hi in segments):
+                return False
+            at = raw.find(value, at + 1)
+        return True
+
+    return [v for v in values if only_in_heap(v)]
+
+
+@pytest.mark.parametrize("name", REDACTED)
+def test_no_heap_value_is_left(redacted, name):
+    values = _heap_only_values(SAMPLES / name)
+    assert len(values) >= 50
+    data = redacted[name].read_bytes()
+    left = [v for v in values if v in data]
+    assert not left, left[:5]
+
+
+def test_stacks_are_left_out_unless_kept(redacted, tmp_path):
+    name = "types.coreclr-8.0.4.win-x64.dmp"
+    with open_dump(str(SAMPLES / name)) as original, open_dump(str(redacted[name])) as copy:
+        stacks = [(t.stack_start, t.stack_end) for t in original.threads if t.stack_end]
+        assert stacks and all(t.stack_end in (None, t.stack_start) or not t.size for t in copy.threads)
+        assert not any(copy.memory.try_read(lo, hi - lo) for lo, hi in stacks)
+    from clrlayout.trim import trim
+
+    kept = tmp_path / name
+    assert trim(str(SAMPLES / name), str(kept), redact=True, keep_stacks=True).redacted.stacks.startswith("kept")
+    with open_dump(str(SAMPLES / name)) as original, open_dump(str(kept)) as copy:
+        for lo, hi in stacks:
+            assert copy.memory.read(lo, hi - lo) == original.memory.read(lo, hi - lo)
+
+
+def test_redact_keep_keeps_a_types_values(tmp_path, capsys):
+    out = tmp_path / "kept.core"
+    code, text, err = run(capsys, "trim", SAMPLES / GRAPH, out, "--redact", "--redact-keep", "System.String",
+                          "--format", "json")
+    assert code == 0
+    report = json.loads(text)["redacted"]
+    assert report["kept_objects"] > 300 and "System.String" not in {t["name"] for t in report["types"]}
+    assert "redacted" in err and "System.Byte[]" in err  # the report on stderr too
+    assert _json(capsys, "dump", out, "--format", "jsonl") == _json(capsys, "dump", SAMPLES / GRAPH, "--format", "jsonl")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--redact-keep", "System.String"], "--redact-keep is an option of --redact"),
+    (["--keep-stacks"], "--keep-stacks is an option of --redact"),
+    (["--redact", "--max-strings", "5"], "--max-strings"),
+    (["--redact", "--redact-keep", "No.Such.Type"], "No.Such.Type"),
+])
+def test_options_that_do_not_apply(tmp_path, capsys, args, message):
+    code, _, err = run(capsys, "trim", SAMPLES / GRAPH, tmp_path / "x.core", *args)
+    assert code == 2 and message in err and err.count("\n") == 1
+    assert not (tmp_path / "x.core").exists()
