@@ -53,6 +53,7 @@ def _map_by_shape(dump: Dump, module) -> int | None:
             for i in hits.tolist():
                 at = addr + head + i * ptr
                 if _tables(space, at, spec, ptr, arch, first_only=True):
+                    space.note(at, (count_at + 1) * ptr)  # the words the shape was told by (a trim keeps them)
                     return at
     return None
 

@@ -54,9 +54,15 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
     what the object graph reads (GC descriptions, handle tables, the finalization queue)."""
     if max_strings is not None:  # read in small windows, so that stopping early keeps the dump small
         limits = replace(limits, scan_window=min(limits.scan_window, 4096))
-    with open_session(path, mt=mt, profile=profile, limits=limits) as a:
+    source = path
+    if redaction is not None:  # every read recorded, those of opening too: only bytes read are kept as they are
+        from ..dump import open_dump
+
+        source = open_dump(path, limits)
+        source.memory.start_recording()
+    with open_session(source, mt=mt, profile=profile, limits=limits) as a:
         space = a.dump.memory
-        log = space.start_recording()
+        log = space.log if redaction is not None else space.start_recording()
         a.string_method_table()
         count = 0
         for s in a.iter_strings(decode=True):

@@ -132,7 +132,7 @@ def _us_stream(data: bytes, root: int):
         return int.from_bytes(data[at:at + 4], "little") if at + 4 <= len(data) else None
 
     length = u32(root + 12)
-    if length is None or length > 256:
+    if length is None or length > 256 or data[root + 16:root + 17] != b"v":  # "v4.0.30319": a metadata root
         return None
     pos = root + 16 + ((length + 3) & ~3) + 2
     if pos + 2 > len(data):
@@ -148,8 +148,10 @@ def _us_stream(data: bytes, root: int):
             return None
         name = data[pos + 8:end]
         pos = pos + 8 + ((end - (pos + 8) + 1 + 3) & ~3)
-        if name == b"#US":
-            return offset, size
+        if not name.startswith(b"#"):
+            return None
+        if name == b"#US":  # within the metadata read (whole, as naming reads it), or not one
+            return (offset, size) if root + offset + size <= len(data) else None
     return None
 
 

@@ -10,6 +10,7 @@ import pytest
 from clrlayout.dump import open_dump
 from clrlayout.session import open_session
 from tests.support.cli import run
+from tests.support.redaction import heap_only_values as _heap_only_values, json_of as _json, structure as _structure
 from tests.support.samples import SAMPLES
 
 pytestmark = pytest.mark.samples
@@ -36,29 +37,6 @@ def redacted(tmp_path_factory):
     return out
 
 
-def _json(capsys, *args):
-    code, text, err = run(capsys, *args, "-q")
-    assert code == 0, err
-    return text
-
-
-def _structure(capsys, path) -> dict:
-    """What a memory investigation reads of a dump, values left out."""
-    answers = {}
-    stats = json.loads(_json(capsys, "stats", path, "--format", "json"))
-    answers["stats"] = stats
-    lines = [json.loads(line) for line in _json(capsys, "dump", path, "--format", "jsonl").splitlines()]
-    answers["strings"] = [{k: v for k, v in line.items() if k != "value"} for line in lines]
-    with open_session(str(path)) as session:
-        answers["objects"] = [(o.address, o.method_table, o.size, o.aligned_size, o.count, o.segment.kind)
-                              for o in session.objects()]
-    for row in sorted(stats["types"], key=lambda r: -r["total_size"])[:6]:
-        answers[f"type {row['method_table']}"] = _json(capsys, "type", path, row["method_table"], "--format", "json")
-    memory = json.loads(_json(capsys, "memory", path, "--format", "json"))
-    answers["memory"] = {k: memory[k] for k in ("gc", "loader_heaps", "gc_bookkeeping", "gc_handle_tables")}
-    return answers
-
-
 @pytest.mark.parametrize("name", REDACTED)
 def test_structure_is_the_originals(redacted, capsys, name):
     assert _structure(capsys, redacted[name]) == _structure(capsys, SAMPLES / name)
@@ -74,38 +52,6 @@ def test_the_graph_is_the_originals(redacted, capsys):
         for command in ("refs", "roots"):
             assert _json(capsys, command, copy, obj["address"], "--format", "json", *ROOTS) == \
                 _json(capsys, command, original, obj["address"], "--format", "json", *ROOTS)
-
-
-def _heap_only_values(path) -> list[bytes]:
-    """The values (strings as UTF-16LE and UTF-8, byte arrays) of at least 8 bytes that the dump holds only
-    inside its GC heap: the data of the program, not its metadata, module names or the runtime's own text."""
-    with open_session(str(path)) as session:
-        segments = [(s.start - 16, s.end) for s in session.heap.segments]
-        values = set()
-        for s in session.iter_strings(decode=True):
-            if s.value and len(s.value) >= 8:
-                values.add(s.value.encode("utf-16-le", "surrogatepass"))
-                if s.value.isascii() is False:
-                    values.add(s.value.encode("utf-8", "surrogatepass"))
-        for obj in session.objects():
-            if obj.type_name == "System.Byte[]" and obj.count >= 8:
-                data = session.dump.memory.read_available(obj.address + 2 * session.profile.pointer_size, obj.count)
-                if len(set(data)) > 2:
-                    values.add(bytes(data))
-        regions = list(session.dump.memory.iter_regions())
-    raw = path.read_bytes()
-
-    def only_in_heap(value: bytes) -> bool:
-        at = raw.find(value)
-        while at >= 0:
-            region = next((r for r in regions if r.offset <= at < r.offset + r.size), None)
-            address = None if region is None else region.start + at - region.offset
-            if address is None or not any(lo <= address < hi for lo, hi in segments):
-                return False
-            at = raw.find(value, at + 1)
-        return True
-
-    return [v for v in values if only_in_heap(v)]
 
 
 @pytest.mark.parametrize("name", REDACTED)
