@@ -68,7 +68,7 @@ class Kind:
     @property
     def whole(self) -> bool:
         """Dumped with every mapping (createdump --full) and trimmed with --types."""
-        return self.target in ("types", "graph", "leak")
+        return self.target in ("types", "graph", "leak", "secrets")
 
     @property
     def key(self) -> str:
@@ -125,6 +125,10 @@ KINDS += [Kind("10.0.0", "linux-x64", target="types")]
 KINDS += [Kind("10.0.0", "linux-x64", target="graph")]
 # ... and a leak between two dumps of one process of it, for the README's leak found with diff
 KINDS += [Kind("10.0.0", "linux-x64", target="leak")]
+# the secrets target on Windows (trim --redact of a minidump with secrets in the heap, in native memory and on the
+# stack: the Linux ones are made fresh by tests/oracle/test_redact.py); trimmed with --types and the pages that
+# hold the secrets' copies outside the heap
+KINDS += [Kind("10.0.0", "win-x64", target="secrets")]
 #: how many LeakItems the graph target leaks between the two dumps of the leak sample
 LEAK_STEP = 300
 BY_KEY = {k.key: k for k in KINDS}
@@ -313,6 +317,25 @@ def make_single_file(build: Path, work: Path) -> tuple[Path, Path]:
     return raw, truth
 
 
+def secret_pages(raw: Path, truth: Path) -> list[tuple[int, int]]:
+    """The pages of the dump's memory that hold a secret the secrets target wrote to its truth file (its heap
+    objects, and their copies in native memory and on the stack)."""
+    from clrlayout.dump import open_dump
+
+    secrets = [bytes.fromhex(s) for s in json.loads(truth.read_text(encoding="utf-8"))["secrets"]]
+    pages = []
+    with open_dump(str(raw)) as dump:
+        for region in dump.memory.iter_regions():
+            data = dump.memory.read_available(region.start, region.size)
+            for secret in secrets:
+                at = data.find(secret)
+                while at >= 0:
+                    lo = region.start + at
+                    pages.append((lo - lo % 4096, lo + len(secret)))
+                    at = data.find(secret, at + 1)
+    return pages
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -349,6 +372,10 @@ def manifest_entry(kind: Kind, path: Path, truth_path: Path, raw_bytes: int, str
                   f"object held only by a dependent handle, objects only in the finalization queue, one only on a "
                   f"thread's stack, dead ones) with their expected reachability and retained sizes, kept with every "
                   f"heap object and what the object graph reads (clrlayout trim --types)") if kind.target == "graph" else
+                 (f"{len(truth['secrets'])} secrets made at run time (strings in UTF-16 and UTF-8, a byte[], a char[], "
+                  f"primitive fields, a boxed long) on the heap, in native memory and on the stack, kept with every "
+                  f"heap object, what naming reads and the pages of the secrets' copies (clrlayout trim --types; for "
+                  f"trim --redact)") if kind.target == "secrets" else
                  (f"{len(truth['strings'])} known strings (lengths 0-9, non-ASCII, surrogate pair, lone surrogates, "
                   f"embedded U+0000, a 50,000-char LOH string, duplicates, thin lock / nested lock / hash / sync block "
                   f"headers), {len(truth['dead_addresses'])} dead strings, {len(truth['stale_addresses'])} dead strings "
@@ -435,7 +462,8 @@ def main() -> int:
                 raw, truth = make_windows(kind, build, work, args.wine_prefix, target=kind.target)
             out = HERE / kind.file
             # trim --types also keeps what naming reads: a single-file app's assemblies are in anonymous memory
-            result = trim(str(raw), str(out), types=kind.whole or kind.single_file)
+            also = secret_pages(raw, truth) if kind.target == "secrets" else ()
+            result = trim(str(raw), str(out), types=kind.whole or kind.single_file, also=also)
             truth_out = out.with_name(out.name.rsplit(".", 1)[0] + ".truth.json")
             shutil.copy(truth, truth_out)
             if args.keep_raw:

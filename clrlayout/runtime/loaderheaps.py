@@ -66,11 +66,12 @@ def find_loader_heaps(space: AddressSpace, skip=(), images=(), directory: str | 
     with space.paused_recording():  # a search reads everything; what it found is noted below
         records, problem = _records(space, spec, merged(list(skip) + list(images)))
         lists, blocks, anchors = _kept(records, spec, space, merged(skip))
-    ptr, near = space.pointer_size, int(spec["near"])
+    ptr = space.pointer_size
     for b in blocks:  # what finds them again in a dump that keeps only what was read (trim)
         space.note(b.record, 4 * ptr)
-    for at in anchors:
-        space.note(at - near * ptr, (2 * near + 1) * ptr)
+    for words in anchors:  # only the words the search tells a heap by (not their neighbours: other data)
+        for at in words:
+            space.note(at, ptr)
     return LoaderHeaps(blocks, lists, problem)
 
 
@@ -125,7 +126,8 @@ def _records(space: AddressSpace, spec: dict, skip) -> tuple[dict, str | None]:
 def _kept(records: dict, spec: dict, space: AddressSpace, skip) -> tuple[int, list[LoaderHeapBlock], list[int]]:
     """The records whose whole list holds together (each ``next`` another record, the last null), whose
     block starts in memory of the process and whose list a heap holds (:func:`_held`): (how many lists,
-    their blocks by address, one per block, and where the heaps point at their lists)."""
+    their blocks by address, one per block, and for each heap the words that tell it: the one that points at
+    its list, and those near it that point into its block)."""
     max_list = int(spec["max_list"])
     whole: dict[int, bool] = {}
     for start in records:
@@ -157,10 +159,10 @@ def _kept(records: dict, spec: dict, space: AddressSpace, skip) -> tuple[int, li
     return lists, sorted(blocks.values(), key=lambda b: (b.start, b.size)), sorted(held.values())
 
 
-def _held(space: AddressSpace, heads: dict, skip, near: int) -> dict[int, int]:
-    """The first records of ``heads`` (address -> record) that a loader heap holds, each with the address of
-    the word that points at it: a word of the memory searched (all but ``skip``) equal to the record's
-    address, with a pointer into its block at most ``near`` words before or after it."""
+def _held(space: AddressSpace, heads: dict, skip, near: int) -> dict[int, list]:
+    """The first records of ``heads`` (address -> record) that a loader heap holds, each with the addresses of
+    the words that tell it: a word of the memory searched (all but ``skip``) equal to the record's address
+    (first), and the pointers into its block at most ``near`` words before or after it."""
     if not heads:
         return {}
     ptr = space.pointer_size
@@ -182,8 +184,10 @@ def _held(space: AddressSpace, heads: dict, skip, near: int) -> dict[int, int]:
                 if head in found:
                     continue
                 _, block, size, _ = heads[head]
-                around = w[max(0, i - near) : i + near + 1]
-                if np.any((around >= word.type(block)) & (around <= word.type(block + size))):
-                    found[head] = start + i * ptr
+                first = max(0, i - near)
+                around = w[first : i + near + 1]
+                inside = np.flatnonzero((around >= word.type(block)) & (around <= word.type(block + size)))
+                if len(inside):  # the word that points at the list, and those that point into its block
+                    found[head] = [start + i * ptr] + [start + (first + j) * ptr for j in inside.tolist()]
             pos += window
     return found

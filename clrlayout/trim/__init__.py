@@ -129,12 +129,17 @@ def _read_graph(a) -> None:
 
 def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
          limits: Limits = DEFAULT_LIMITS, max_strings: int | None = None, types: bool = False,
-         redact: bool = False, redact_keep=(), keep_stacks: bool = False) -> TrimResult:
+         redact: bool = False, redact_keep=(), keep_stacks: bool = False, also=()) -> TrimResult:
     """Writes the trimmed dump to ``out``.  ``redact``: every byte that is not structure zeroed (trim/redact.py;
     implies ``types``); ``redact_keep``: type names whose objects stay whole; ``keep_stacks``: the thread
-    stacks stay whole."""
+    stacks stay whole; ``also``: more ``(start, end)`` ranges to keep (not with ``redact``), as a sample that
+    must hold some native memory asks."""
     redaction = dict(keep_type_names=tuple(redact_keep), keep_stacks=keep_stacks) if redact else None
     ranges, count, keep, report = needed_ranges(path, mt, profile, limits, max_strings, types or redact, redaction)
+    if also:
+        if redact:
+            raise ValueError("also= keeps memory as it is; redact= zeroes what is not structure")
+        ranges = merge(list(ranges) + [(lo - lo % PAGE, hi + (-hi) % PAGE) for lo, hi in also])
     from ..dump import open_dump
 
     with open_dump(path, limits) as dump:

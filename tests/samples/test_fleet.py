@@ -67,7 +67,7 @@ def test_every_input_has_its_row(local_run, broken):
     for path in samples:
         row = rows[path]
         assert row["error_code"] is None, row
-        assert row["exact"] and row["objects"] > 1000
+        assert row["exact"] and row["objects"] > 500
         assert row["sha256"] == __import__("hashlib").sha256(open(path, "rb").read()).hexdigest()
         assert row["size"] == os.path.getsize(path)
     assert rows[str(broken[4][0])]["seconds"] >= 5.0  # the hanging input: stopped at --timeout, not before

@@ -37,7 +37,7 @@ def test_every_reference_is_null_or_an_object_start(entry):
     with open_session(SAMPLES / entry["file"]) as s:
         g = build_graph(s.heap_steps().windows(), s.mts, s.dump.memory)
         assert g.bad_count == 0, g.bad[:3]
-        assert g.count > 1000 and g.edge_count > 500
+        assert g.count > 500 and g.edge_count > 200
         assert (np.diff(g.addresses.astype(np.int64)) > 0).all()
         # the slots hold exactly the addresses of the nodes they point at
         words = [s.dump.memory.read_pointer(int(slot)) for slot in g.slots[:2000].tolist()]
@@ -416,9 +416,15 @@ def test_no_object_the_dacs_roots_keep_alive_is_dead(graph_cores):
         with open_session(core.path) as s:
             og = s.object_graph()
             g = og.graph
+            heap = [(seg.start, seg.end) for seg in s.heap.segments]
         roots = {g.node(h["object"]) for h in handles if h["object"] and h["strong"]}
-        precise = {g.containing(r["object"]) if r["flags"] & 1 else g.node(r["object"]) for r in refs if r["object"]}
-        assert None not in precise, core.path  # every precise reference is (inside) a heap object
+        # the references into the GC heap: the DAC also reports some that are not (objects the JIT allocated on
+        # the stack, which .NET 10 does; now and then, on 8 and 10, a word of other memory of the runtime's, no
+        # segment's), which no heap walk can call live or dead
+        on_heap = [r for r in refs if r["object"] and any(lo <= r["object"] < hi for lo, hi in heap)]
+        precise = {g.containing(r["object"]) if r["flags"] & 1 else g.node(r["object"]) for r in on_heap}
+        assert None not in precise, (core.path, [hex(r["object"]) for r in on_heap
+                                                 if g.containing(r["object"]) is None])
         assert precise, core.path  # 13 to 20 references of the main thread on these cores
         frontier = sorted((roots | precise) - {None})
         reached = np.zeros(g.count, dtype=bool)

@@ -131,3 +131,24 @@ def test_a_corrupt_heap_is_redacted_or_refused(tmp_path, capsys, name, seed):
     written = out.read_bytes()
     left = [v for v in _heap_only_values(source) if v in written]
     assert not left, left[:3]
+
+
+def test_planted_secrets_of_a_windows_minidump_are_gone(tmp_path):
+    """The secrets target under Wine (.NET 10, x64): its secrets on the heap, in native memory (UTF-16 and UTF-8)
+    and on its stack; the sample keeps the pages of every copy.  After --redact none is left; with
+    --keep-stacks, the stack's copies are there."""
+    from clrlayout.trim import trim
+
+    sample = SAMPLES / "secrets.coreclr-10.0.0.win-x64.dmp"
+    truth = json.loads(sample.with_name("secrets.coreclr-10.0.0.win-x64.truth.json").read_text(encoding="utf-8"))
+    secrets = [bytes.fromhex(s) for s in truth["secrets"]]
+    original = sample.read_bytes()
+    assert all(s in original for s in secrets)
+    assert sum(original.count(s) for s in secrets) >= 2 * len(secrets)  # copies beside the heap's
+    out = tmp_path / "redacted.dmp"
+    trim(str(sample), str(out), redact=True)
+    data = out.read_bytes()
+    assert [s.hex() for s in secrets if s in data] == []
+    stacks = tmp_path / "stacks.dmp"
+    trim(str(sample), str(stacks), redact=True, keep_stacks=True)
+    assert all(bytes.fromhex(v) in stacks.read_bytes() for v in truth["on_stack"])
