@@ -102,7 +102,7 @@ def test_options_that_do_not_apply(tmp_path, capsys, args, message):
 
 
 @pytest.mark.parametrize("name", ["graph.coreclr-10.0.0.linux-x64.core", "types.coreclr-3.1.23.win-x86.dmp"])
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(3))
 def test_a_corrupt_heap_is_redacted_or_refused(tmp_path, capsys, name, seed):
     """Bytes of the heap changed at random (MethodTable pointers, lengths, references among them): trim
     --redact either refuses, writing nothing, or writes a dump without any of the values it held."""
