@@ -35,6 +35,8 @@ def run(items, out: str, *, scheduler: str | None = None, workers: int | None = 
     from .tables import FleetTables, file_identity
 
     started = time.monotonic()
+    if scheduler is not None:
+        engines.require_dask()  # before anything is written
     tables = FleetTables(out)
     inputs = expand(items)
     summary = FleetSummary(inputs=len(inputs))

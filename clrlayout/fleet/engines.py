@@ -39,15 +39,21 @@ def local(paths: list[str], limits: Limits, workers: int) -> Iterator[tuple[str,
             kill_running()
 
 
+def require_dask() -> None:
+    """Dask's distributed scheduler is installed (``--scheduler`` needs it), or a usage error saying how."""
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is None:
+        raise SchedulerError("--scheduler needs Dask's distributed scheduler: pip install 'clrlayout[fleet]'")
+
+
 def dask(paths: list[str], limits: Limits, scheduler: str) -> Iterator[tuple[str, dict]]:
     """(path, rows) of each dump, as they finish, from the workers of the Dask cluster at ``scheduler``
     (they need clrlayout installed, and the dumps at the same paths).  A task whose worker was lost is the
     dump's error row."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise SchedulerError("--scheduler needs Dask's distributed scheduler: pip install 'clrlayout[fleet]'") \
-            from None
+    require_dask()
+    from distributed import Client, as_completed
+
     try:
         client = Client(scheduler, timeout="20s")
     except (OSError, TimeoutError, ValueError) as e:
