@@ -166,6 +166,14 @@ def test_command_line(tmp_path, capsys, broken):
         assert code == 2 and message in err and err.count("\n") == 1
 
 
+def test_scheduler_without_dask_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as where the fleet extra is not installed
+    code, _, err = run(capsys, "fleet", SAMPLES, "--out", tmp_path / "out", "--scheduler", "tcp://127.0.0.1:1")
+    assert code == 2 and "pip install 'clrlayout[fleet]'" in err and not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_dask_cluster_gives_the_same_tables(local_run, broken, tmp_path):
     """The same inputs on a real dask.distributed LocalCluster (two worker processes): the same tables, row
