@@ -100,13 +100,19 @@ def kill_running() -> None:
 
 def _kill(proc: subprocess.Popen) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the child and anything it started
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)  # the child and anything it started
+        else:  # Windows: the child alone
+            proc.kill()
     except (ProcessLookupError, PermissionError):
         proc.kill()
 
 
 def _cap_memory(limit: int) -> None:
-    import resource
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit (the time limit still holds)
+        return
 
     for which, value in ((resource.RLIMIT_DATA, limit), (resource.RLIMIT_CORE, 0)):
         try:
