@@ -21,6 +21,9 @@ REDACTED = ["graph.coreclr-10.0.0.linux-x64.core", "types.coreclr-8.0.4.win-x64.
             "strings.coreclr-2.1.8.win-x86.dmp", "strings.coreclr-2.2.5.linux-x64-svr.core",
             "strings.coreclr-10.0.13.linux-x64-singlefile.core"]
 GRAPH = "graph.coreclr-10.0.0.linux-x64.core"
+#: the quick loop's (-m "not slow"): a Linux core with the object graph and an x86 minidump
+QUICK = {GRAPH, "types.coreclr-3.1.23.win-x86.dmp"}
+PARAMS = [pytest.param(n, marks=() if n in QUICK else pytest.mark.slow) for n in REDACTED]
 ROOTS = ("--roots", "handles,finalizer")
 
 
@@ -37,7 +40,7 @@ def redacted(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", REDACTED)
+@pytest.mark.parametrize("name", PARAMS)
 def test_structure_is_the_originals(redacted, capsys, name):
     assert _structure(capsys, redacted[name]) == _structure(capsys, SAMPLES / name)
 
@@ -54,7 +57,7 @@ def test_the_graph_is_the_originals(redacted, capsys):
                 _json(capsys, command, original, obj["address"], "--format", "json", *ROOTS)
 
 
-@pytest.mark.parametrize("name", REDACTED)
+@pytest.mark.parametrize("name", PARAMS)
 def test_no_heap_value_is_left(redacted, name):
     values = _heap_only_values(SAMPLES / name)
     assert len(values) >= 50
@@ -101,6 +104,7 @@ def test_options_that_do_not_apply(tmp_path, capsys, args, message):
     assert not (tmp_path / "x.core").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["graph.coreclr-10.0.0.linux-x64.core", "types.coreclr-3.1.23.win-x86.dmp"])
 @pytest.mark.parametrize("seed", range(3))
 def test_a_corrupt_heap_is_redacted_or_refused(tmp_path, capsys, name, seed):
