@@ -16,6 +16,8 @@ docs/limitations.md names.
 
 from __future__ import annotations
 
+import bisect
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,8 @@ from ..heap.segments import finalize_queues
 from .handles import read_handles
 
 ROOT_KINDS = ("handles", "finalizer", "stacks", "statics")
+#: the farthest a segment's heap_segment header lies below its first object (a page, or a region's header)
+SEGMENT_HEADER_MAX = 64 * 1024
 #: managed threads followed at the most in the runtime's thread list (a bound on what a dump controls)
 MAX_THREADS = 1 << 16
 #: finalization queue slots read at the most (a bound on what a dump controls)
@@ -56,11 +60,12 @@ class Roots:
     dependent_problem: str | None = None
 
 
-def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None) -> Roots:
+def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None, segments=()) -> Roots:
     """The roots of the kinds asked for, each kept only when it holds the start of a heap object (stack
     words: any address inside one).  ``contract``: the runtime's contract descriptor (.NET 9+), which says
     where each thread keeps its thread statics; a string says why there is none (None: the runtime keeps its
-    statics in handles, .NET 8 and before)."""
+    statics in handles, .NET 8 and before).  ``segments``: the GC heap's, where a thread's stack ends at the
+    latest (:func:`thread_stacks`)."""
     out, dependent, problems = [], [], []
     handles, why = read_handles(dump, dac_vars)  # dependent handles are edges, whatever roots are asked for
     if handles is None:
@@ -79,7 +84,7 @@ def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None) -> Roots:
         else:
             out += found
     if "stacks" in kinds:
-        out += _stack_roots(dump, graph)
+        out += _stack_roots(dump, graph, segments)
     if "statics" in kinds and contract is not None:
         found = None if isinstance(contract, str) else _thread_static_roots(dump.memory, contract, graph)
         if found is None:
@@ -148,19 +153,45 @@ def _finalizer_roots(dump, dac_vars, graph) -> list | None:
     return out
 
 
-def _stack_roots(dump, graph) -> list:
+def thread_stacks(dump, segments=()) -> list:
+    """``(thread, start, end)`` of each thread's stack in use: from its stack pointer to the end of the memory
+    that holds it, cut where a GC heap segment begins.  An ELF core has no stack list: a thread's stack is the
+    PT_LOAD segment that holds its stack pointer, and createdump writes adjacent mappings of the same
+    protection as one segment, so a stack can run on into the GC heap reserved above it (its objects would then
+    pass for stack words)."""
+    bounds = sorted(_segment_base(seg) for seg in segments)
+    ptr = dump.memory.pointer_size
+    out = []
+    for t in dump.threads:
+        start = t.sp if t.sp is not None and t.stack_start is not None and t.stack_start <= t.sp else t.stack_start
+        if start is None or not t.stack_end or t.stack_end <= start:
+            continue
+        start -= start % ptr
+        end = t.stack_end
+        i = bisect.bisect_right(bounds, start)
+        if i < len(bounds) and bounds[i] < end:
+            end = bounds[i]
+        out.append((t, start, end))
+    return out
+
+
+def _segment_base(seg) -> int:
+    """Where a GC heap segment's memory begins: its heap_segment header when that lies just below its first
+    object (segments and regions), else the page of its first object (a frozen segment: its header is native)."""
+    if seg.header is not None and 0 <= seg.start - seg.header <= SEGMENT_HEADER_MAX:
+        return seg.header
+    return seg.start - seg.start % 4096
+
+
+def _stack_roots(dump, graph, segments=()) -> list:
     space = dump.memory
     ptr = space.pointer_size
     out = []
     if not graph.count:
         return out
     lo, hi = int(graph.addresses[0]), int(graph.addresses[-1]) + int(graph.aligned[-1])
-    for t in dump.threads:
-        start = t.sp if t.sp is not None and t.stack_start is not None and t.stack_start <= t.sp else t.stack_start
-        if start is None or not t.stack_end or t.stack_end <= start:
-            continue
-        start -= start % ptr
-        data = space.read_available(start, t.stack_end - start)
+    for t, start, end in thread_stacks(dump, segments):
+        data = space.read_available(start, end - start)
         words = np.frombuffer(data, dtype="<u8" if ptr == 8 else "<u4", count=len(data) // ptr).astype(np.uint64)
         near = np.flatnonzero((words >= lo) & (words < hi))
         if not len(near):

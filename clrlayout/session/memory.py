@@ -58,7 +58,8 @@ class RuntimeMemory:
                     self.warnings.append(f"{self._heap_graph.bad_count:,} references point neither to null nor to "
                                          "the start of an object (heap corruption, or memory the dump lacks); they "
                                          "are left out of the graph")
-            roots = find_roots(self.dump, self.heap.dac_vars, self._heap_graph, key, self._statics_contract())
+            roots = find_roots(self.dump, self.heap.dac_vars, self._heap_graph, key, self._statics_contract(),
+                               self.heap.segments)
             if roots.problems:  # an answer without a kind of roots asked for would call live objects dead
                 others = ",".join(k for k in ROOT_KINDS
                                   if k in key and not any(p.startswith(k[:6]) for p in roots.problems))

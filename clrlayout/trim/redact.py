@@ -231,6 +231,7 @@ def _count(session, report, table, inverse, zeroed, kept, info) -> None:
 def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
     """(Keep, RedactReport): the bytes of target memory the redacted dump holds as they are."""
     from ..errors import UsageError
+    from ..graph.roots import thread_stacks
 
     session.require_exact("--redact (it zeroes what is not structure, object by object)")
     keep_types = set()
@@ -243,8 +244,11 @@ def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
     rec_s, rec_e = _merge(np.array([lo for lo, _ in recorded], dtype=np.uint64),
                           np.array([hi for _, hi in recorded], dtype=np.uint64))
     cuts = [(seg.start - header, seg.end) for seg in session.heap.segments if seg.end > seg.start]
-    stacks = [(min(t.sp or t.stack_start, t.stack_start), t.stack_end) for t in session.dump.threads
-              if t.stack_start is not None and t.stack_end and t.stack_end > t.stack_start]
+    # a thread's stack memory, the part below its stack pointer too (stale frames), up to where the GC heap
+    # begins (thread_stacks: an ELF core's stack segment can run on into it)
+    tops = [seg.reserved or seg.committed or seg.end for seg in session.heap.segments]
+    stacks = [(max([min(t.stack_start, start)] + [e for e in tops if e <= start]), end)
+              for t, start, end in thread_stacks(session.dump, session.heap.segments)]
     if not keep_stacks:
         cuts += stacks
     cut_s, cut_e = _merge(np.array([a for a, _ in cuts], dtype=np.uint64), np.array([b for _, b in cuts], dtype=np.uint64))

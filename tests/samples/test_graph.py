@@ -440,3 +440,30 @@ def test_no_object_the_dacs_roots_keep_alive_is_dead(graph_cores):
         dead = np.flatnonzero(reached & ~og.live)
         assert len(dead) == 0, (core.path, [hex(int(g.addresses[v])) for v in dead[:5]])
         assert reached.sum() > 100
+
+
+def test_a_stack_ends_where_the_gc_heap_begins():
+    """createdump writes adjacent mappings of one protection as one PT_LOAD segment: a thread's stack and the GC
+    heap reserved right above it came as one (a 3.1 core of the secrets target: 114 objects called live by
+    heap words scanned as stack words).  The stack scanned stops at the segment's start (its heap_segment)."""
+    from types import SimpleNamespace
+
+    from clrlayout.dump.model import Thread
+    from clrlayout.graph.roots import thread_stacks
+    from clrlayout.heap.segments import Segment
+
+    stack = Thread(7, 0x7000_0000, 0x7003_0000, sp=0x7001_fcc0)  # the PT_LOAD that holds the stack pointer
+    dump = SimpleNamespace(memory=SimpleNamespace(pointer_size=8), threads=[stack])
+    heap = [Segment(0x7002_1000, 0x7002_8000, "soh", header=0x7002_0000), Segment(0x9000_1000, 0x9000_2000, "loh")]
+    assert [(t.id, lo, hi) for t, lo, hi in thread_stacks(dump, heap)] == [(7, 0x7001_fcc0, 0x7002_0000)]
+    assert [(lo, hi) for _, lo, hi in thread_stacks(dump, heap[1:])] == [(0x7001_fcc0, 0x7003_0000)]
+
+
+def test_no_stack_scanned_runs_into_the_gc_heap(graph_cores):
+    from clrlayout.graph.roots import thread_stacks
+
+    for core, _ in graph_cores:
+        with open_session(core.path) as s:
+            heap = [(seg.start - seg.start % 4096, seg.end) for seg in s.heap.segments]  # the objects' pages
+            for t, lo, hi in thread_stacks(s.dump, s.heap.segments):
+                assert not any(a < hi and lo < b for a, b in heap), (core.path, t.id, hex(lo), hex(hi))
