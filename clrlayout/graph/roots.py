@@ -60,12 +60,13 @@ class Roots:
     dependent_problem: str | None = None
 
 
-def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None, segments=()) -> Roots:
+def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None, segments=(), others=()) -> Roots:
     """The roots of the kinds asked for, each kept only when it holds the start of a heap object (stack
     words: any address inside one).  ``contract``: the runtime's contract descriptor (.NET 9+), which says
     where each thread keeps its thread statics; a string says why there is none (None: the runtime keeps its
-    statics in handles, .NET 8 and before).  ``segments``: the GC heap's, where a thread's stack ends at the
-    latest (:func:`thread_stacks`)."""
+    statics in handles, .NET 8 and before).  ``segments``: the GC heap's, and ``others``: ``(start, end)`` of
+    other memory that is no stack (the GC's bookkeeping and handle tables, modules): where a thread's stack ends
+    at the latest (:func:`thread_stacks`)."""
     out, dependent, problems = [], [], []
     handles, why = read_handles(dump, dac_vars)  # dependent handles are edges, whatever roots are asked for
     if handles is None:
@@ -84,7 +85,7 @@ def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None, segments=
         else:
             out += found
     if "stacks" in kinds:
-        out += _stack_roots(dump, graph, segments)
+        out += _stack_roots(dump, graph, segments, others)
     if "statics" in kinds and contract is not None:
         found = None if isinstance(contract, str) else _thread_static_roots(dump.memory, contract, graph)
         if found is None:
@@ -153,13 +154,14 @@ def _finalizer_roots(dump, dac_vars, graph) -> list | None:
     return out
 
 
-def thread_stacks(dump, segments=()) -> list:
+def thread_stacks(dump, segments=(), others=()) -> list:
     """``(thread, start, end)`` of each thread's stack in use: from its stack pointer to the end of the memory
-    that holds it, cut where a GC heap segment begins.  An ELF core has no stack list: a thread's stack is the
-    PT_LOAD segment that holds its stack pointer, and createdump writes adjacent mappings of the same
-    protection as one segment, so a stack can run on into the GC heap reserved above it (its objects would then
-    pass for stack words)."""
-    bounds = sorted(_segment_base(seg) for seg in segments)
+    that holds it, cut where a GC heap segment or other memory known not to be a stack (``others``: ``(start,
+    end)``) begins.  An ELF core has no stack list: a thread's stack is the PT_LOAD segment that holds its stack
+    pointer, and createdump writes adjacent mappings of the same protection as one segment, so a stack can run
+    on into the GC heap, or the GC's bookkeeping, reserved above it (their words would then pass for stack
+    words)."""
+    bounds = sorted([_segment_base(seg) for seg in segments] + [lo for lo, _ in others])
     ptr = dump.memory.pointer_size
     out = []
     for t in dump.threads:
@@ -183,14 +185,14 @@ def _segment_base(seg) -> int:
     return seg.start - seg.start % 4096
 
 
-def _stack_roots(dump, graph, segments=()) -> list:
+def _stack_roots(dump, graph, segments=(), others=()) -> list:
     space = dump.memory
     ptr = space.pointer_size
     out = []
     if not graph.count:
         return out
     lo, hi = int(graph.addresses[0]), int(graph.addresses[-1]) + int(graph.aligned[-1])
-    for t, start, end in thread_stacks(dump, segments):
+    for t, start, end in thread_stacks(dump, segments, others):
         data = space.read_available(start, end - start)
         words = np.frombuffer(data, dtype="<u8" if ptr == 8 else "<u4", count=len(data) // ptr).astype(np.uint64)
         near = np.flatnonzero((words >= lo) & (words < hi))

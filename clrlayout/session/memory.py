@@ -39,6 +39,12 @@ class RuntimeMemory:
 
         return [(lo, hi) for lo, hi, _ in handle_table_segments(self.dump, self.heap.dac_vars)]
 
+    def not_stacks(self) -> list[tuple[int, int]]:
+        """``(start, end)`` of memory known to be no thread's stack, found without a search: the GC's bookkeeping
+        and handle tables, and the modules (a stack scanned ends where one begins)."""
+        known = self.gc_bookkeeping() + self.gc_handle_tables()
+        return known + [(m.base, m.base + m.size) for m in self.dump.modules if m.size]
+
     def object_graph(self, kinds=("handles", "finalizer", "stacks", "statics")):
         """The heap's object graph with the roots of ``kinds`` (:class:`~clrlayout.graph.objectgraph.ObjectGraph`:
         references, reachability, dominators), built once per set of kinds (exact walk only)."""
@@ -59,7 +65,7 @@ class RuntimeMemory:
                                          "the start of an object (heap corruption, or memory the dump lacks); they "
                                          "are left out of the graph")
             roots = find_roots(self.dump, self.heap.dac_vars, self._heap_graph, key, self._statics_contract(),
-                               self.heap.segments)
+                               self.heap.segments, self.not_stacks())
             if roots.problems:  # an answer without a kind of roots asked for would call live objects dead
                 others = ",".join(k for k in ROOT_KINDS
                                   if k in key and not any(p.startswith(k[:6]) for p in roots.problems))

@@ -112,6 +112,10 @@ def _read_types(a) -> None:
         a.names.reflection_name(method_table)
         a.type_layout(method_table)
     _read_graph(a)
+    # what `memory` reads beyond the heap walk: the loader heaps, the GC's bookkeeping and handle tables
+    a.loader_heaps()
+    a.gc_bookkeeping()
+    a.gc_handle_tables()
 
 
 def _read_graph(a) -> None:

@@ -246,9 +246,10 @@ def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
     cuts = [(seg.start - header, seg.end) for seg in session.heap.segments if seg.end > seg.start]
     # a thread's stack memory, the part below its stack pointer too (stale frames), up to where the GC heap
     # begins (thread_stacks: an ELF core's stack segment can run on into it)
-    tops = [seg.reserved or seg.committed or seg.end for seg in session.heap.segments]
+    others = session.not_stacks() + [(b.start, b.end) for b in session.loader_heaps().blocks]
+    tops = [seg.reserved or seg.committed or seg.end for seg in session.heap.segments] + [hi for _, hi in others]
     stacks = [(max([min(t.stack_start, start)] + [e for e in tops if e <= start]), end)
-              for t, start, end in thread_stacks(session.dump, session.heap.segments)]
+              for t, start, end in thread_stacks(session.dump, session.heap.segments, others)]
     if not keep_stacks:
         cuts += stacks
     cut_s, cut_e = _merge(np.array([a for a, _ in cuts], dtype=np.uint64), np.array([b for _, b in cuts], dtype=np.uint64))

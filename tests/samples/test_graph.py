@@ -457,13 +457,18 @@ def test_a_stack_ends_where_the_gc_heap_begins():
     heap = [Segment(0x7002_1000, 0x7002_8000, "soh", header=0x7002_0000), Segment(0x9000_1000, 0x9000_2000, "loh")]
     assert [(t.id, lo, hi) for t, lo, hi in thread_stacks(dump, heap)] == [(7, 0x7001_fcc0, 0x7002_0000)]
     assert [(lo, hi) for _, lo, hi in thread_stacks(dump, heap[1:])] == [(0x7001_fcc0, 0x7003_0000)]
+    # the GC's bookkeeping (card table, mark array...) reserved above it: the same
+    assert [(lo, hi) for _, lo, hi in thread_stacks(dump, heap[1:], [(0x7002_4000, 0x8000_0000)])] == \
+        [(0x7001_fcc0, 0x7002_4000)]
 
 
 def test_no_stack_scanned_runs_into_the_gc_heap(graph_cores):
+    """Nor into the GC's bookkeeping or handle tables (what find_roots is given: Session.not_stacks)."""
     from clrlayout.graph.roots import thread_stacks
 
     for core, _ in graph_cores:
         with open_session(core.path) as s:
             heap = [(seg.start - seg.start % 4096, seg.end) for seg in s.heap.segments]  # the objects' pages
-            for t, lo, hi in thread_stacks(s.dump, s.heap.segments):
+            heap += s.gc_bookkeeping() + s.gc_handle_tables()
+            for t, lo, hi in thread_stacks(s.dump, s.heap.segments, s.not_stacks()):
                 assert not any(a < hi and lo < b for a, b in heap), (core.path, t.id, hex(lo), hex(hi))

@@ -28,10 +28,10 @@ def structure(capsys, path) -> dict:
     for row in sorted(stats["types"], key=lambda r: -r["total_size"])[:6]:
         answers[f"type {row['method_table']}"] = json_of(capsys, "type", path, row["method_table"], "--format", "json")
     memory = json.loads(json_of(capsys, "memory", path, "--format", "json"))
-    # the GC's figures (what `memory` says of the heap); how much of the loader heaps and bookkeeping the dump
-    # holds is a figure of the file, which a trim changes
-    handles = memory["gc_handle_tables"]
-    answers["memory"] = {"gc": memory["gc"], "handle_tables": (handles["segments"], handles["bytes"])}
+    # the GC's figures, the loader heaps, the GC's bookkeeping and handle tables; but how many of their bytes
+    # the dump holds ("dump_bytes"): a figure of the file, which a trim changes
+    answers["memory"] = {"gc": memory["gc"], **{k: {f: v for f, v in memory[k].items() if "dump_bytes" not in f}
+                                                 for k in ("loader_heaps", "gc_bookkeeping", "gc_handle_tables")}}
     return answers
 
 
