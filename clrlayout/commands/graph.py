@@ -115,14 +115,15 @@ def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
         for r in og.roots.roots:
             by_object.setdefault(g.node(r.object), []).append(r)
         paths = []
-        for root_node, chain in og.shortest_paths(node, limit):
+        found = og.shortest_paths(node, limit)
+        for root_node, chain in found:
             links = [{**_named(session, g, chain[0]), "field": None}]
             for prev, nxt in zip(chain, chain[1:]):
                 slots = _edge_slots(og, prev, nxt)
                 links.append({**_named(session, g, nxt), "field": _slot(session, g, prev, slots[0]) if slots else None})
             for r in by_object.get(root_node, [])[:1]:
                 paths.append({"root": r.as_dict(), "chain": links})
-        record = {**_named(session, g, node), "live": bool(og.live[node]), "paths": paths}
+        record = {**_named(session, g, node), "live": bool(found), "paths": paths}  # live: a root reaches it
         if fmt == "json":
             out(dumps(record))
         else:

@@ -31,9 +31,17 @@ class ObjectGraph:
                                      np.array([s for _, s in dep], dtype=graph.indices.dtype))
             self.indptr = graph.indptr + np.concatenate([[0], np.cumsum(np.bincount(primaries, minlength=n))])
         self.root_nodes = np.array(sorted({graph.node(r.object) for r in roots.roots} - {None}), dtype=np.int64)
-        self.parent = breadth_first(self.indptr, self.indices, self.root_nodes)
+        self._parent = None
         self._dominators = None
         self._reverse = None
+
+    @property
+    def parent(self) -> np.ndarray:
+        """Each node's parent in a breadth-first tree from the roots (-1: not reached), found when first asked
+        for (``roots ADDR`` needs only the paths to one object)."""
+        if self._parent is None:
+            self._parent = breadth_first(self.indptr, self.indices, self.root_nodes)
+        return self._parent
 
     @property
     def live(self) -> np.ndarray:
