@@ -123,13 +123,19 @@ def dominator_tree(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) -
     roots = np.unique(roots.astype(np.int64))
     full_indptr = np.concatenate([indptr.astype(np.int64), [indptr[-1] + len(roots)]])
     full_indices = np.concatenate([indices.astype(kind, copy=False), roots.astype(kind)])
-    # the reversed graph, by a counting sort (each node's referrers in increasing order)
-    rindptr = np.zeros(n + 2, dtype=np.int64)
-    np.cumsum(np.bincount(full_indices, minlength=n + 1), out=rindptr[1:])
-    rindices = np.empty(len(full_indices), dtype=kind)
-    _jit(_reverse)(full_indptr, full_indices, n + 1, rindptr, rindices)
+    rindptr, rindices = reverse_graph(full_indptr, full_indices, n + 1)
     idom, order = _algorithm()(full_indptr, full_indices, rindptr, rindices, n, n + 1)
     return idom[:n], order[1:]
+
+
+def reverse_graph(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The reversed graph of ``n`` nodes, by a counting sort (no argsort): (rindptr, rindices), each node's
+    referrers in increasing order, node numbers of ``indices``' type."""
+    rindptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(indices, minlength=n), out=rindptr[1:])
+    rindices = np.empty(len(indices), dtype=indices.dtype)
+    _jit(_reverse)(indptr, indices, n, rindptr, rindices)
+    return rindptr, rindices
 
 
 def _reverse(indptr, indices, nodes, rindptr, rindices):  # pragma: no cover - also compiled

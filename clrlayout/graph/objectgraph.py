@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .build import HeapGraph
-from .dominators import dominator_tree, retained_sizes, top_of_kind
+from .dominators import dominator_tree, retained_sizes, reverse_graph, top_of_kind
 from .reach import breadth_first, levels
 from .roots import Roots
 
@@ -51,12 +51,7 @@ class ObjectGraph:
     def referrers(self, node: int) -> np.ndarray:
         """The nodes that reference ``node`` (dependent-handle primaries included)."""
         if self._reverse is None:
-            n = self.graph.count
-            src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
-            by = np.argsort(self.indices, kind="stable")
-            rindptr = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(np.bincount(self.indices, minlength=n), out=rindptr[1:])
-            self._reverse = (rindptr, src[by])
+            self._reverse = reverse_graph(self.indptr, self.indices, self.graph.count)
         rindptr, rindices = self._reverse
         return rindices[rindptr[node] : rindptr[node + 1]]
 
