@@ -92,12 +92,11 @@ def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict
         rows = result.rows(session.type_name, type_name, exact, sort or "size")
         for line in present.render(session, rows, fmt, top_rows(rows, top, sort or "size")):
             out(line)
-        unnamed = session.why_unnamed(result.totals) if session.profile.method_table is not None else {}
-        if unnamed and not quiet:
-            from ..present.info import reasons
+        from ..present.info import unnamed_warning
 
-            n = sum(unnamed.values())
-            warn(f"{n:,} {'type has' if n == 1 else 'types have'} no name ({reasons(unnamed)})")
+        unnamed = unnamed_warning(session, result.totals)
+        if unnamed and not quiet:
+            warn(unnamed)
         _report(session, quiet, strict)
 
 

@@ -9,6 +9,7 @@ import time
 
 from ..errors import ClrLayoutError, as_flags
 from ..graph.roots import ROOT_KINDS
+from ..present.info import unnamed_warning
 
 HASH_BLOCK = 1 << 20
 
@@ -40,7 +41,8 @@ def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
             memory = _memory_rows(session)
             types = _type_rows(session, roots if retained else None, row)
             row.update(objects=sum(t["count"] for t in types), object_bytes=sum(t["bytes"] for t in types))
-            row["warnings"] = [*session.warnings, *_unnamed(session, types), *(str(f) for f in session.findings)]
+            unnamed = unnamed_warning(session, [t["method_table"] for t in types])
+            row["warnings"] = [*session.warnings, *([unnamed] if unnamed else []), *(str(f) for f in session.findings)]
             if session.findings.count > len(session.findings.items):
                 row["warnings"].append(f"... and {session.findings.count - len(session.findings.items)} more findings")
     except ClrLayoutError as e:
@@ -86,13 +88,3 @@ def _type_rows(session, roots, row: dict) -> list:
     return out
 
 
-
-def _unnamed(session, types: list) -> list:
-    """``stats``' warning about types without a name, and why."""
-    from ..present.info import reasons
-
-    if session.profile.method_table is None:
-        return []
-    unnamed = session.why_unnamed([t["method_table"] for t in types])
-    n = sum(unnamed.values())
-    return [f"{n:,} {'type has' if n == 1 else 'types have'} no name ({reasons(unnamed)})"] if n else []

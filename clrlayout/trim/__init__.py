@@ -18,7 +18,7 @@ from .. import __version__
 from ..session import open_session
 from ..errors import OutputError
 from ..limits import DEFAULT_LIMITS, Limits
-from .ranges import PAGE, merge
+from .ranges import PAGE, pages
 from ..graph.roots import ROOT_KINDS
 
 
@@ -92,8 +92,7 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
 
             keep, report = plan(a, log.ranges, **redaction)
             return keep.pages(PAGE), count, keep, report
-        ranges = [(lo - lo % PAGE, hi + (-hi) % PAGE) for lo, hi in log.ranges]
-        return merge(ranges), count, None, None
+        return pages(log.ranges), count, None, None
 
 
 def _read_types(a) -> None:
@@ -143,7 +142,7 @@ def trim(path: str, out: str, mt: int | None = None, profile: str | None = None,
     if also:
         if redact:
             raise ValueError("also= keeps memory as it is; redact= zeroes what is not structure")
-        ranges = merge(list(ranges) + [(lo - lo % PAGE, hi + (-hi) % PAGE) for lo, hi in also])
+        ranges = pages(list(ranges) + list(also))
     from ..dump import open_dump
 
     with open_dump(path, limits) as dump:

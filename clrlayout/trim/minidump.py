@@ -191,8 +191,8 @@ def _threads(source, threads, blob: _Blob, pieces, redact_arch: str | None = Non
         ctx = t.ThreadContext
         if ctx.DataSize and ctx.DataSize <= 64 * 1024:
             data = bytearray(_read(source, ctx.Rva, ctx.DataSize))
-            for at, size in VECTOR_REGISTERS.get(redact_arch, ()) if redact_arch else ():
-                data[at:at + size] = bytes(len(data[at:at + size]))
+            for at, size in VECTOR_REGISTERS.get(redact_arch, ()):
+                data[at:at + size] = bytes(len(data[at:at + size]))  # (a context shorter than that: its end)
             ctx.Rva = blob.add(bytes(data), 16)
         else:
             ctx.DataSize = ctx.Rva = 0

@@ -16,6 +16,11 @@ def merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in out]
 
 
+def pages(ranges) -> list[tuple[int, int]]:
+    """``ranges`` rounded out to whole pages, merged."""
+    return merge([(lo - lo % PAGE, hi + (-hi) % PAGE) for lo, hi in ranges])
+
+
 def clip(ranges, space) -> list[tuple[int, int, int]]:
     """(start, size, file offset) pieces of ``ranges`` that are in the dump."""
     pieces = []

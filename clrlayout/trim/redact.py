@@ -48,24 +48,32 @@ class Keep:
         return cls(starts, ends, held)
 
     def apply(self, address: int, data: bytes) -> bytes:
-        """``data`` (target memory at ``address``) with every byte outside the intervals zeroed."""
-        end = address + len(data)
+        """``data`` (target memory at ``address``) with every byte outside the intervals zeroed (a mask from
+        the intervals' ends, not a loop over them: a heap holds several per object)."""
+        n, end = len(data), address + len(data)
         lo = int(np.searchsorted(self.ends, address, side="right"))
         hi = int(np.searchsorted(self.starts, end, side="left"))
-        out = bytearray(len(data))
-        for s, e in zip(self.starts[lo:hi].tolist(), self.ends[lo:hi].tolist()):
-            a, b = max(s, address) - address, min(e, end) - address
-            out[a:b] = data[a:b]
-        return bytes(out)
+        if lo >= hi:
+            return bytes(n)
+        first = (np.maximum(self.starts[lo:hi], np.uint64(address)) - np.uint64(address)).astype(np.int64)
+        last = (np.minimum(self.ends[lo:hi], np.uint64(end)) - np.uint64(address)).astype(np.int64)
+        inside = np.cumsum(np.bincount(first, minlength=n + 1) - np.bincount(last, minlength=n + 1))[:n] > 0
+        return (np.frombuffer(data, dtype=np.uint8) * inside).astype(np.uint8).tobytes()
 
     def pages(self, page: int) -> list[tuple[int, int]]:
         """The intervals rounded out to pages and merged: the memory the trimmed dump holds."""
-        starts = np.concatenate([self.starts, np.array([a for a, _ in self.held], dtype=np.uint64)])
-        ends = np.concatenate([self.ends, np.array([b for _, b in self.held], dtype=np.uint64)])
+        held_s, held_e = _arrays(self.held)
+        starts, ends = np.concatenate([self.starts, held_s]), np.concatenate([self.ends, held_e])
         starts = starts - starts % np.uint64(page)
         ends = ends + (np.uint64(page) - ends % np.uint64(page)) % np.uint64(page)
         s, e = _merge(starts, ends)
         return list(zip(s.tolist(), e.tolist()))
+
+
+def _arrays(pairs) -> tuple[np.ndarray, np.ndarray]:
+    """``(start, end)`` pairs as two arrays of starts and ends."""
+    pairs = list(pairs)
+    return (np.array([a for a, _ in pairs], dtype=np.uint64), np.array([b for _, b in pairs], dtype=np.uint64))
 
 
 def _merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,7 +174,7 @@ def heap_structure(session, keep_types: set[int]):
     descs = _Descs(space, mts)
     report = RedactReport()
     starts, ends = [], []
-    info: dict = {}  # MethodTable -> (kind, bytes kept after the MethodTable pointer)
+    info: dict = {}  # MethodTable -> (bytes kept after the MethodTable pointer, kind)
     string_length = 4
     for win in session.heap_steps().windows():
         if not len(win.offsets):
@@ -241,9 +249,9 @@ def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
             raise UsageError(f"redact_keep={name}: no type of this name on the heap")
         keep_types |= found
     header = session.profile.object.header_size
-    rec_s, rec_e = _merge(np.array([lo for lo, _ in recorded], dtype=np.uint64),
-                          np.array([hi for _, hi in recorded], dtype=np.uint64))
-    cuts = [(seg.start - header, seg.end) for seg in session.heap.segments if seg.end > seg.start]
+    rec_s, rec_e = _merge(*_arrays(recorded))
+    heap = [(seg.start - header, seg.end) for seg in session.heap.segments if seg.end > seg.start]
+    cuts = list(heap)
     # a thread's stack memory, the part below its stack pointer too (stale frames), up to where the GC heap
     # begins (thread_stacks: an ELF core's stack segment can run on into it)
     others = session.not_stacks() + [(b.start, b.end) for b in session.loader_heaps().blocks]
@@ -252,16 +260,15 @@ def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
               for t, start, end in thread_stacks(session.dump, session.heap.segments, others)]
     if not keep_stacks:
         cuts += stacks
-    cut_s, cut_e = _merge(np.array([a for a, _ in cuts], dtype=np.uint64), np.array([b for _, b in cuts], dtype=np.uint64))
-    out_s, out_e = _subtract(rec_s, rec_e, cut_s, cut_e)
+    out_s, out_e = _subtract(rec_s, rec_e, *_merge(*_arrays(cuts)))
     us_s, us_e = _user_strings(session.dump.memory, out_s, out_e)  # the images' literals: names do not read them
     out_s, out_e = _subtract(out_s, out_e, *_merge(us_s, us_e))
     heap_s, heap_e, report = heap_structure(session, keep_types)
     parts_s, parts_e = [out_s, heap_s], [out_e, heap_e]
     if keep_stacks and stacks:
-        parts_s.append(np.array([a for a, _ in stacks], dtype=np.uint64))
-        parts_e.append(np.array([b for _, b in stacks], dtype=np.uint64))
+        stack_s, stack_e = _arrays(stacks)
+        parts_s.append(stack_s)
+        parts_e.append(stack_e)
         report.stacks = "kept whole (--keep-stacks)"
-    held = [(seg.start - header, seg.end) for seg in session.heap.segments if seg.end > seg.start]
-    held += list(zip(us_s.tolist(), us_e.tolist()))  # an image's metadata is read whole: its #US is there, zeroed
+    held = heap + list(zip(us_s.tolist(), us_e.tolist()))  # an image's metadata is read whole: its #US, zeroed
     return Keep.of((np.concatenate(parts_s), np.concatenate(parts_e)), held), report
