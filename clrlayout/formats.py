@@ -41,7 +41,7 @@ SCHEMAS: dict[str, dict] = {
     "type-system": {"eeclass": (TABLES, ("versions", "arch", "os")), "field_desc": (TABLES, ("pointer_size", "size")),
                     "element_types": TABLE, "field_bits": TABLE, "lookup_map": TABLE},
     "contract-descriptor": {"descriptor": TABLE, "method_tables": TABLE, "checks": (TABLES, ("descriptor",))},
-    "runtime-bookkeeping": {"block": TABLE},
+    "runtime-bookkeeping": {"block": TABLE, "allocator": TABLE},
 }
 
 

@@ -22,11 +22,11 @@ def _named(session, node_graph, node: int) -> dict:
     return {"address": f"{address:#x}", "type": session.type_name(mt) or f"<unknown type, MT {mt:#x}>"}
 
 
-def _slot(session, graph, node: int, slot: int) -> str:
+def _slot(session, graph, node: int, slot) -> str:
     from ..graph.slots import slot_name
 
-    if not slot:
-        return "(dependent handle)"
+    if isinstance(slot, str):  # an edge no slot holds
+        return slot
     address, mt = int(graph.addresses[node]), int(graph.method_tables[node])
     record = session.mts.get(mt)
     layout = session.type_layout(mt) if session.profile.method_table is not None else None
@@ -36,14 +36,13 @@ def _slot(session, graph, node: int, slot: int) -> str:
                      layout.fields if layout is not None else (), element[3] if element else ())
 
 
-def _edge_slots(og, src: int, dst: int) -> list[int]:
-    """The slots of ``src`` that reference ``dst`` (0 for a dependent handle's edge)."""
+def _edge_slots(og, src: int, dst: int) -> list:
+    """The slots of ``src`` that reference ``dst``, then what else makes it an edge (a dependent handle, a
+    collectible type's LoaderAllocator) by name."""
     g = og.graph
     lo, hi = int(g.indptr[src]), int(g.indptr[src + 1])
     slots = [int(s) for s, t in zip(g.slots[lo:hi].tolist(), g.indices[lo:hi].tolist()) if t == dst]
-    if (src, dst) in og.dependent:
-        slots.append(0)
-    return slots
+    return slots + og.unslotted(src, dst)
 
 
 def _object_node(session, og, address: int) -> int:

@@ -15,7 +15,7 @@ class ObjectGraph:
     """A :class:`~.build.HeapGraph` with its roots: dependent handles added as edges (primary -> secondary, as
     the GC treats them), reachability from the roots, and, when asked, dominators and retained sizes."""
 
-    def __init__(self, graph: HeapGraph, roots: Roots, kinds: tuple):
+    def __init__(self, graph: HeapGraph, roots: Roots, kinds: tuple, allocators: dict | None = None):
         self.graph = graph
         self.roots = roots
         self.kinds = kinds
@@ -23,17 +23,35 @@ class ObjectGraph:
         dep = [(graph.node(p), graph.node(s)) for p, s in roots.dependent]
         dep = sorted((p, s) for p, s in dep if p is not None and s is not None)
         self.dependent = set(dep)
-        # the heap's references, and a dependent handle's secondary as one more of its primary's (after them)
+        #: MethodTable -> node of its LoaderAllocator object, for the collectible types (:mod:`.collectible`)
+        self.allocators = {mt: node for mt, a in (allocators or {}).items() if (node := graph.node(a)) is not None}
+        # the heap's references, then the edges no slot holds: a dependent handle's secondary as one more of its
+        # primary's, a collectible type's LoaderAllocator as one more of each of its objects'
         self.indptr, self.indices = graph.indptr, graph.indices
-        if dep:
-            primaries = np.array([p for p, _ in dep], dtype=np.int64)
-            self.indices = np.insert(graph.indices, graph.indptr[primaries + 1],
-                                     np.array([s for _, s in dep], dtype=graph.indices.dtype))
-            self.indptr = graph.indptr + np.concatenate([[0], np.cumsum(np.bincount(primaries, minlength=n))])
+        src, dst = [np.array([p for p, _ in dep], dtype=np.int64)], [np.array([s for _, s in dep], dtype=np.int64)]
+        if self.allocators:
+            keys = np.array(sorted(self.allocators), dtype=np.uint64)
+            which = np.flatnonzero(np.isin(graph.method_tables, keys))
+            src.append(which)
+            dst.append(np.array([self.allocators[m] for m in sorted(self.allocators)],
+                                dtype=np.int64)[np.searchsorted(keys, graph.method_tables[which])])
+        src, dst = np.concatenate(src), np.concatenate(dst)
+        if len(src):
+            order = np.argsort(src, kind="stable")
+            src, dst = src[order], dst[order]
+            self.indices = np.insert(graph.indices, graph.indptr[src + 1], dst.astype(graph.indices.dtype))
+            self.indptr = graph.indptr + np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
         self.root_nodes = np.array(sorted({graph.node(r.object) for r in roots.roots} - {None}), dtype=np.int64)
         self._parent = None
         self._dominators = None
         self._reverse = None
+
+    def unslotted(self, src: int, dst: int) -> list[str]:
+        """What makes ``src`` reference ``dst`` besides its slots: ``(dependent handle)``, ``(loader allocator)``."""
+        out = ["(dependent handle)"] if (src, dst) in self.dependent else []
+        if self.allocators.get(int(self.graph.method_tables[src])) == dst:
+            out.append("(loader allocator)")
+        return out
 
     @property
     def parent(self) -> np.ndarray:

@@ -34,6 +34,9 @@ class LoaderHeapBlock:
     start: int
     size: int
     release: bool  # the heap reserved it itself (FALSE: memory handed to it, such as a first reservation)
+    #: the address of the word that holds its list (the heap's ``m_pFirstBlock``): blocks of one heap share it,
+    #: and it lies inside the structure that embeds the heap (a LoaderAllocator's heaps are members of it)
+    heap: int = 0
 
     @property
     def end(self) -> int:
@@ -56,6 +59,11 @@ class LoaderHeaps:
 
 def block_spec(directory: str | None = None) -> dict:
     return load_format("loader-heap", directory)["block"]
+
+
+def allocator_span(directory: str | None = None) -> int:
+    """How far past the start of a native LoaderAllocator its loader heaps' list words lie at the most."""
+    return int(load_format("loader-heap", directory)["allocator"]["span"])
 
 
 def find_loader_heaps(space: AddressSpace, skip=(), images=(), directory: str | None = None) -> LoaderHeaps:
@@ -145,17 +153,17 @@ def _kept(records: dict, spec: dict, space: AddressSpace, skip) -> tuple[int, li
     pointed = {records[a][0] for a in kept}
     held = _held(space, {a: records[a] for a in kept if a not in pointed}, skip, int(spec["near"]))
     heads = sorted(held)
-    kept = []
+    kept = {}
     for head in heads:
         at = head
         while at:
-            kept.append(at)
+            kept[at] = held[head][0]
             at = records[at][0]
     lists = len(heads)
     blocks: dict = {}
     for a in sorted(kept):
         _, start, size, release = records[a]
-        blocks.setdefault((start, size), LoaderHeapBlock(a, start, size, bool(release)))
+        blocks.setdefault((start, size), LoaderHeapBlock(a, start, size, bool(release), kept[a]))
     return lists, sorted(blocks.values(), key=lambda b: (b.start, b.size)), sorted(held.values())
 
 

@@ -71,8 +71,46 @@ class RuntimeMemory:
                                   if k in key and not any(p.startswith(k[:6]) for p in roots.problems))
                 raise self._because(RootsNotFound("; ".join(roots.problems) + (
                     f" (the other roots: roots={others})" if others else "")))
-            cache[key] = ObjectGraph(self._heap_graph, roots, key)
+            if "_allocators" not in self.__dict__:
+                self._allocators = self.loader_allocators(self._heap_graph)
+            cache[key] = ObjectGraph(self._heap_graph, roots, key, self._allocators)
         return cache[key]
+
+    def loader_allocators(self, graph) -> dict[int, int]:
+        """MethodTable -> its LoaderAllocator object, for every collectible type among the ``graph``'s objects
+        (:mod:`clrlayout.graph.collectible`): the reference an object of such a type holds without a field. A
+        collectible type whose allocator is not found is a warning (what only it keeps would be called dead)."""
+        import numpy as np
+
+        from ..graph.collectible import ALLOCATOR_TYPE, NATIVE_FIELD, SCOUT_FIELD, allocators_of_types
+        from ..runtime.loaderheaps import allocator_span
+
+        spec = self.profile.method_table
+        flag = spec.flags.get("Collectible", 0) if spec is not None else 0
+        collectible = [m for m in np.unique(graph.method_tables).tolist()
+                       if flag and (r := self.mts.get(m)) is not None and r.flags & flag]
+        if not collectible:
+            return {}
+        read = self.dump.memory.try_read_pointer
+        natives = {}
+        for mt in self.method_tables_named(ALLOCATOR_TYPE):
+            scout_at = _field_offset(self.type_layout(mt), SCOUT_FIELD)
+            for node in np.flatnonzero(graph.method_tables == np.uint64(mt)).tolist():
+                managed = int(graph.addresses[node])
+                scout = read(managed + scout_at) if scout_at is not None else None
+                scout_mt = read(scout) if scout else None
+                native_at = _field_offset(self.type_layout(scout_mt), NATIVE_FIELD) if scout_mt else None
+                native = read(scout + native_at) if native_at is not None else None
+                if native:
+                    natives[native] = managed
+        found = allocators_of_types(collectible, self.loader_heaps().blocks, natives, allocator_span())
+        missing = len(collectible) - len(found)
+        if missing:
+            self.warnings.append(f"the LoaderAllocator of {missing:,} collectible type(s) was not found (their "
+                                 "assembly's LoaderAllocator object or loader heaps are not in the dump): what only "
+                                 "their objects keep alive may be reported dead")
+        return found
+
 
     def _statics_contract(self):
         """Where the runtime keeps its thread statics: the contract descriptor on .NET 9+ (or why it has none);
@@ -82,3 +120,8 @@ class RuntimeMemory:
             return None
         return self.contract
 
+
+def _field_offset(layout, name: str) -> int | None:
+    if layout is None:
+        return None
+    return next((f.offset for f in layout.fields if f.name == name), None)

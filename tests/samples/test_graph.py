@@ -256,20 +256,48 @@ def graph_cores(target_build, tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module", params=["8.0.4", "10.0.0"])
+@pytest.fixture(scope="module", params=["3.1.23", "8.0.4", "10.0.0"])
 def graph_target_core(request, target_build, tmp_path_factory):
-    """An untrimmed core of the graph target on a real runtime, with what the target expects."""
+    """An untrimmed core of the graph target on a real runtime, with what the target expects (a FreshCore: the
+    runtime's DAC beside it)."""
+    from tests.support.fresh import FreshCore
+
     make_dumps = script("make_dumps")
     runtimes = script("runtimes")
 
+    runtime = runtimes.get(request.param)
     raw, truth = make_dumps.make_linux(target_build, tmp_path_factory.mktemp("graph-target"),
-                                       runtime=runtimes.get(request.param), target="graph", full=True)
-    return raw, json.loads(truth.read_text(encoding="utf-8"))
+                                       runtime=runtime, target="graph", full=True)
+    return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), runtime.dac, request.param, "workstation")
 
 
 def test_fresh_graph_target_cores_are_what_the_target_built(graph_target_core):
-    path, truth = graph_target_core
-    assert _check_expectations(path, truth) > 40
+    assert _check_expectations(graph_target_core.path, graph_target_core.truth) > 40
+
+
+def test_a_collectible_types_objects_keep_its_loader_allocator(graph_target_core, capsys):
+    """The graph target holds one object of a RunAndCollect type and nothing else of its assembly: the GC keeps
+    the assembly's LoaderAllocator object alive through that object (no field of it). Every collectible
+    MethodTable of the heap leads to the allocator object the DAC names (ISOSDacInterface6::
+    GetMethodTableCollectibleData: the object its handle holds), and the allocator is live through that edge."""
+    core = graph_target_core
+    dac = {int(mt): v["object"] for mt, v in core.dac_listing("--collectible")["collectible"].items()}
+    truth = {o["name"]: o for o in core.truth["objects"]}
+    allocator = int(truth["collectible_allocator"]["address"], 16)
+    assert set(dac.values()) == {allocator}, dac
+    with open_session(core.path) as s:
+        og = s.object_graph(("handles",))
+        g = og.graph
+        ours = {mt: int(g.addresses[node]) for mt, node in og.allocators.items()}
+        assert ours == dac and not s.warnings
+        holders = np.flatnonzero(np.isin(g.method_tables, np.array(sorted(dac), dtype=np.uint64))).tolist()
+    assert holders
+    roots = _json(capsys, "roots", core.path, hex(allocator), "--roots", "handles", "--format", "json")
+    assert roots["live"] and roots["paths"]
+    for p in roots["paths"]:  # the last link is the edge no slot holds
+        assert p["chain"][-1] == {"address": hex(allocator), "type": "System.Reflection.LoaderAllocator",
+                                  "field": "(loader allocator)"}
+        assert int(p["chain"][-2]["address"], 16) in {int(g.addresses[h]) for h in holders}
 
 
 def test_without_handle_tables_liveness_is_refused(capsys):

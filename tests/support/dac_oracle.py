@@ -55,6 +55,8 @@ IID_ICLRRuntimeLocator = GUID.of("b760bf44-9377-4597-8be7-58083bdc5146")
 IID_IXCLRDataProcess = GUID.of("5c552ab6-fc09-4cb3-8e36-22fa03c798b7")
 IID_ISOSDacInterface = GUID.of("436f00f2-b42a-4b9f-870c-e73db66ae930")
 IID_ISOSDacInterface8 = GUID.of("c12f35a9-e55c-4520-a894-b3dc5165dfce")
+#: ISOSDacInterface6 (sospriv.idl; ClrMD's SOSDac6): GetMethodTableCollectibleData
+IID_ISOSDacInterface6 = GUID.of("11206399-4B66-4EDB-98EA-85654E59AD45")
 #: ISOSDacInterface13 (.NET 8+): the new IID, then the one of its first version (ClrMD asks for both)
 IID_ISOSDacInterface13 = [GUID.of("3176a8ed-597b-4f54-a71f-83695c6a8c5e"),
                           GUID.of("3176a8ed-597b-4f54-a71f-83695c6a8c5d")]
@@ -173,6 +175,7 @@ SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 
        "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
        "GetHeapSegmentData": 50, "GetHandleEnum": 61, "GetStackReferences": 79, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
        "GetUsefulGlobals": 70}
+SOS6 = {"GetMethodTableCollectibleData": 3}
 SOS8 = {"GetNumberGenerations": 3, "GetGenerationTable": 4, "GetGenerationTableSvr": 6}
 SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAllocatorHeapNames": 5,
          "GetLoaderAllocatorHeaps": 6, "GetHandleTableMemoryRegions": 7, "GetGCBookkeepingMemoryRegions": 8,
@@ -452,6 +455,7 @@ class Oracle:
         if self.sos is None:
             raise SystemExit("no ISOSDacInterface")
         self.sos8 = process.query(IID_ISOSDacInterface8, SOS8)
+        self.sos6 = process.query(IID_ISOSDacInterface6, SOS6)
         self.sos13 = next(filter(None, (process.query(i, SOS13) for i in IID_ISOSDacInterface13)), None)
         self.ptr = self.core.pointer_size
 
@@ -766,6 +770,27 @@ def handles(o: "Oracle") -> list:
             return found
 
 
+class CollectibleData(ctypes.Structure):
+    """DacpMethodTableCollectibleData (dacprivate.h): the allocator's object handle, then a BOOL."""
+
+    _fields_ = [("LoaderAllocatorObjectHandle", c_uint64), ("Collectible", c_int32)]
+
+
+def collectible(o: "Oracle", mts) -> dict:
+    """MethodTable -> {"handle", "object"} for each of ``mts`` the DAC calls collectible
+    (ISOSDacInterface6::GetMethodTableCollectibleData; the object read from the allocator's handle)."""
+    out = {}
+    for mt in mts:
+        data = CollectibleData()
+        if o.sos6 is None or o.sos6.call("GetMethodTableCollectibleData", c_uint64(mt), byref(data),
+                                         argtypes=[c_uint64, c_void_p]) != S_OK or not data.Collectible:
+            continue
+        word = o.core.read(data.LoaderAllocatorObjectHandle, o.ptr) if data.LoaderAllocatorObjectHandle else None
+        out[str(mt)] = {"handle": data.LoaderAllocatorObjectHandle,
+                        "object": int.from_bytes(word, "little") if word else None}
+    return out
+
+
 def stack_references(o: "Oracle") -> list:
     """{"thread", "address", "object", "flags"} of every stack reference ISOSDacInterface::GetStackReferences
     gives for each managed thread (precise: the JIT's GC info after unwinding from the core's registers)."""
@@ -805,6 +830,7 @@ def main(argv) -> int:
     ap.add_argument("--native-heaps", action="store_true")
     ap.add_argument("--handles", action="store_true")
     ap.add_argument("--stack-refs", action="store_true")
+    ap.add_argument("--collectible", action="store_true")
     args = ap.parse_args(argv)
     o = Oracle(args.core, args.dac)
     g = o.globals()
@@ -833,6 +859,8 @@ def main(argv) -> int:
         result["handles"] = handles(o)
     if args.stack_refs:
         result["stack_refs"] = stack_references(o)
+    if args.collectible:
+        result["collectible"] = collectible(o, [mt for mt in mts if mt != g.FreeMethodTable])
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()

@@ -1,6 +1,7 @@
 // The graph target: builds object graphs whose reachability and retained sizes are known by construction
 // (a chain, a cycle, a shared subtree, a cache that leaks, an object held only by a dependent handle, objects
-// held only by the finalization queue, one held only by a thread's stack, objects no one holds), then writes
+// held only by the finalization queue, one held only by a thread's stack, objects no one holds, the
+// LoaderAllocator of a collectible assembly that only an object of one of its types keeps alive), then writes
 // what it built to a JSON "truth" file (addresses, which root kinds keep each alive, retained counts and
 // bytes from the MethodTables' sizes), prints "READY <pid>" and waits on stdin while it is dumped.
 //
@@ -10,6 +11,8 @@ using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.IO;
+using System.Reflection;
+using System.Reflection.Emit;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Text;
@@ -39,6 +42,7 @@ public static class Graph
     public static Dictionary<string, List<byte[]>> Cache;
     public static Key DependentKey;
     public static List<LeakItem> Leaks = new List<LeakItem>();
+    public static object CollectibleHeld;
     public static ConditionalWeakTable<Key, Value> Table = new ConditionalWeakTable<Key, Value>();
     static readonly ManualResetEvent StackGate = new ManualResetEvent(false);
     static long stackHeld;
@@ -105,6 +109,29 @@ public static class Graph
         return addresses;
     }
 
+    // an object of a type of a collectible assembly (AssemblyBuilderAccess.RunAndCollect): nothing but the GC's
+    // object -> LoaderAllocator edge keeps the assembly's LoaderAllocator object alive (its native side holds
+    // it by a weak handle); the assembly builder, its type and the type's RuntimeType are dropped here
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void MakeCollectible()
+    {
+        var asm = AssemblyBuilder.DefineDynamicAssembly(new AssemblyName("Collectible"), AssemblyBuilderAccess.RunAndCollect);
+        ModuleBuilder module = asm.DefineDynamicModule("Collectible");
+        TypeBuilder type = module.DefineType("Collectible.Held", TypeAttributes.Public | TypeAttributes.Class);
+        type.DefineField("Data", typeof(byte[]), FieldAttributes.Public);
+        CollectibleHeld = Activator.CreateInstance(type.CreateType());
+    }
+
+    // the LoaderAllocator object of the collectible type: what its RuntimeType keeps in m_keepalive (0: none)
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static long CollectibleAllocator()
+    {
+        Type t = CollectibleHeld.GetType();
+        FieldInfo f = t.GetType().GetField("m_keepalive", BindingFlags.NonPublic | BindingFlags.Instance);
+        object allocator = f == null ? null : f.GetValue(t);
+        return allocator == null ? 0 : AddressOf(allocator);
+    }
+
     static void HoldOnStack()
     {
         var local = new Holder { Child = new byte[24] };
@@ -124,6 +151,7 @@ public static class Graph
     {
         string truthPath = args.Length > 0 ? args[0] : "truth.json";
         Build();
+        MakeCollectible();
         List<long> finalized = MakeFinalized();
         // sweep only from here, so that nothing moves: every Finalized is now ready for finalization, the first
         // finalizer run blocks the finalizer thread, the others stay in the queue (f-reachable)
@@ -157,6 +185,9 @@ public static class Graph
         items.Add(Item("cache", AddressOf(Cache), always, -1, -1));
         items.Add(Item("dependent_value", AddressOf(dependentValue), always, 2, Aligned(dependentValue) +
                        Aligned(dependentValue.Data)));
+        long allocator = CollectibleAllocator();
+        if (allocator != 0)
+            items.Add(Item("collectible_allocator", allocator, always, -1, -1));
         int running = Finalized.Running;
         for (int i = 0; i < finalized.Count; i++)
         {
