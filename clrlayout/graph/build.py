@@ -8,14 +8,22 @@ else is a finding (heap corruption, or memory the dump lacks), kept out of the g
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .compiled import jit
 from .gcdesc import GcDesc, read_gcdesc
 
 #: bad references kept for the report (all are counted)
 MAX_BAD_KEPT = 100
+#: the granule of the index from a reference to its object's node (a page: an object starts in the page its
+#: address is in, so only that page's objects are searched)
+_PAGE_SHIFT = 12
+#: references looked up by this many threads (the compiled loop lets go of the GIL), from this many on
+_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+_THREADED = 1 << 20
 #: slots outside a window are read in runs: a new run where the next slot is this far on, or a run this long
 _RUN_GAP = 4096
 _RUN_BYTES = 64 << 20
@@ -105,16 +113,17 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
     return run, k
 
 
-def window_references(win, mts, descs: _Descs, space, ptr: int):
-    """(object index in the window, slot address, value) of every reference slot of a window's objects."""
-    kinds = np.unique(win.method_tables)
+def window_references(win, mts, descs: _Descs, space, ptr: int, kinds=None):
+    """(object index in the window, slot address, value) of every reference slot of a window's objects;
+    ``kinds``: the window's ``np.unique(method_tables, return_inverse=True)``, when already had."""
+    kinds, which = kinds if kinds is not None else np.unique(win.method_tables, return_inverse=True)
     out_src, out_slot = [], []
-    for mt in kinds.tolist():
+    for i, mt in enumerate(kinds.tolist()):
         desc = descs.of(mt)
         if desc is None:
             continue
         t = mts.get(mt)
-        idx = np.flatnonzero(win.method_tables == np.uint64(mt))
+        idx = np.flatnonzero(which == i)
         starts = win.offsets[idx].astype(np.int64) + win.base
         sizes = t.base_size + t.component_size * win.counts[idx].astype(np.int64)
         if desc.repeating:
@@ -163,6 +172,56 @@ def _read_words(win, slots: np.ndarray, space, ptr: int) -> np.ndarray:
     return out
 
 
+def nodes_of(addresses: np.ndarray, values: np.ndarray, itype=np.int64) -> np.ndarray:
+    """The node of the object that starts at each of ``values`` (-1: none does), of type ``itype``: by the
+    page each value is in (a search among the pages that hold objects, small enough to stay in the cache),
+    then among that page's objects -- not a search of all ``addresses`` (sorted) for each of millions."""
+    out = np.empty(len(values), dtype=itype)
+    if not len(addresses):
+        out[:] = -1
+        return out
+    pages = addresses >> np.uint64(_PAGE_SHIFT)
+    starts = np.flatnonzero(np.concatenate([[True], pages[1:] != pages[:-1]]))
+    bounds = np.append(starts, len(addresses)).astype(np.int64)
+    pages, shift, kernel = pages[starts], np.uint64(_PAGE_SHIFT), jit(_nodes_of)
+    parts = _THREADS if len(values) >= _THREADED else 1
+    cut = np.linspace(0, len(values), parts + 1).astype(np.int64)
+    if parts == 1:
+        kernel(addresses, pages, bounds, values, shift, out)
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(parts) as pool:  # the compiled loop lets go of the GIL: the halves run at once
+        list(pool.map(lambda k: kernel(addresses, pages, bounds, values[cut[k] : cut[k + 1]], shift,
+                                       out[cut[k] : cut[k + 1]]), range(parts)))
+    return out
+
+
+def _nodes_of(addresses, pages, bounds, values, shift, out):  # pragma: no cover - also compiled
+    for i in range(len(values)):
+        v = values[i]
+        page = v >> shift
+        lo, hi = 0, len(pages)
+        while lo < hi:  # the first page at or after v's
+            mid = (lo + hi) >> 1
+            if pages[mid] < page:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[i] = -1
+        if lo == len(pages) or pages[lo] != page:
+            continue
+        a, b = bounds[lo], bounds[lo + 1]
+        while a < b:  # the first of the page's objects at or after v
+            mid = (a + b) >> 1
+            if addresses[mid] < v:
+                a = mid + 1
+            else:
+                b = mid
+        if a < bounds[lo + 1] and addresses[a] == v:
+            out[i] = a
+
+
 def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> HeapGraph:
     """The graph of the objects of ``windows`` (the exact walk's), free space left out.
 
@@ -173,19 +232,20 @@ def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> Heap
     descs = _Descs(space, mts)
     parts = []
     for win in windows:
-        free = [m for m in np.unique(win.method_tables).tolist() if mts.get(m).kind == "free"]
-        keep = ~np.isin(win.method_tables, np.array(free, dtype=np.uint64)) if free else \
-            np.ones(len(win.method_tables), dtype=bool)
-        src, slots, values = window_references(win, mts, descs, space, ptr)
+        # the window's MethodTables once: which are free space, and the sizes (gathered, not looked up per object)
+        kinds, which = np.unique(win.method_tables, return_inverse=True)
+        records = [mts.get(m) for m in kinds.tolist()]
+        free = np.array([r.kind == "free" for r in records], dtype=bool)
+        keep = ~free[which]
+        src, slots, values = window_references(win, mts, descs, space, ptr, (kinds, which))
         nonnull = values != 0
         local = (np.cumsum(keep) - 1)[src[nonnull]]  # window index -> index among the window's kept objects
         slots, values = slots[nonnull].astype(np.uint64), values[nonnull]
         by = np.argsort(slots, kind="stable")
         kept = np.flatnonzero(keep)
-        # sizes per MethodTable, then gathered (not looked up per object)
-        kinds, which = np.unique(win.method_tables[kept], return_inverse=True)
-        base = np.array([mts.get(m).base_size for m in kinds.tolist()], dtype=np.int64)
-        comp = np.array([mts.get(m).component_size for m in kinds.tolist()], dtype=np.int64)
+        base = np.array([r.base_size for r in records], dtype=np.int64)
+        comp = np.array([r.component_size for r in records], dtype=np.int64)
+        which = which[kept]
         parts.append([win.base, win.offsets[kept].astype(np.uint64) + np.uint64(win.base), win.method_tables[kept],
                       base[which] + comp[which] * win.counts[kept].astype(np.int64),
                       win.aligned[kept].astype(np.int64), local[by], slots[by], values[by]])
@@ -217,10 +277,8 @@ def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> Heap
         src, slots, values = src[by], slots[by], values[by]
     n = len(addresses)
     itype = np.int32 if n < 2**31 else np.int64
-    target = np.searchsorted(addresses, values)
-    found = target < n
-    found[found] = addresses[target[found]] == values[found]
-    target = target.astype(itype)  # the nodes fit (one copy, then the 8-byte one goes)
+    target = nodes_of(addresses, values, itype)
+    found = target >= 0
     missed = int((~found).sum())
     bad = [BadReference(int(addresses[s]), int(sl), int(v)) for s, sl, v in
            zip(src[~found][:findings_limit].tolist(), slots[~found][:findings_limit].tolist(),

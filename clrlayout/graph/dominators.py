@@ -224,7 +224,11 @@ def warm_up() -> None:
     idom, order = dominator_tree(indptr, indices, np.array([0], dtype=np.int64))
     retained_sizes(idom, order, np.array([8, 16, 24], dtype=np.int64))
     top_of_kind(idom, np.array([0, 1, 1], dtype=np.int64))
+    from .build import nodes_of
     from .reach import breadth_first, levels
+
+    for kind in (np.int32, np.int64):
+        nodes_of(np.array([16, 48, 8192], dtype=np.uint64), np.array([48, 0, 8192, 40], dtype=np.uint64), kind)
 
     breadth_first(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))
     breadth_first(indptr, indices, np.array([0], dtype=np.int64))
