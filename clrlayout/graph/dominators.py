@@ -33,12 +33,17 @@ def _lowest_semi(v, ancestor, best, semi, dfnum, chain):  # pragma: no cover - a
     return best[v]
 
 
-def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no cover - also compiled
+def _lengauer_tarjan(indptr, indices, rindptr, rindices, roots, root, n):  # pragma: no cover - also compiled
+    """Over the graph's nodes and the virtual root ``root`` (= the graph's node count; ``n`` = root + 1),
+    whose edges go to ``roots`` (sorted, distinct): the virtual root's edges are not in the graph's arrays."""
     dfnum = np.full(n, -1, indices.dtype)
     vertex = np.full(n, -1, indices.dtype)
     parent = np.full(n, -1, indices.dtype)
     cursor = np.zeros(n, np.int64)
     stack = np.empty(n, indices.dtype)
+    is_root = np.zeros(n, np.bool_)
+    for r in roots:
+        is_root[r] = True
     # depth-first numbering, iterative
     count = 0
     dfnum[root] = 0
@@ -46,13 +51,18 @@ def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no
     count = 1
     top = 0
     stack[0] = root
-    cursor[root] = indptr[root]
+    cursor[root] = 0
     while top >= 0:
         v = stack[top]
         e = cursor[v]
-        if e < indptr[v + 1]:
+        if v == root:
+            more = e < len(roots)
+            w = roots[e] if more else root
+        else:
+            more = e < indptr[v + 1]
+            w = indices[e] if more else root
+        if more:
             cursor[v] = e + 1
-            w = indices[e]
             if dfnum[w] < 0:
                 dfnum[w] = count
                 vertex[count] = w
@@ -63,6 +73,8 @@ def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no
                 cursor[w] = indptr[w]
         else:
             top -= 1
+    cursor = np.zeros(0, np.int64)  # the walk's scratch, freed before the next arrays are made
+    stack = np.empty(0, indices.dtype)
     semi = np.full(n, -1, indices.dtype)
     ancestor = np.full(n, -1, indices.dtype)
     best = np.full(n, -1, indices.dtype)
@@ -75,7 +87,9 @@ def _lengauer_tarjan(indptr, indices, rindptr, rindices, root, n):  # pragma: no
         w = vertex[i]
         p = parent[w]
         s = p
-        for e in range(rindptr[w], rindptr[w + 1]):
+        if is_root[w]:  # the virtual root references it: no semidominator is lower (its number is 0)
+            s = root
+        for e in range(rindptr[w], rindptr[w + 1] if s != root else rindptr[w]):
             v = rindices[e]
             if dfnum[v] < 0:
                 continue
@@ -114,17 +128,18 @@ def _algorithm():
     return _jit(_lengauer_tarjan)
 
 
-def dominator_tree(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dominator_tree(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray,
+                   reverse: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(idom, order) over the graph's ``n`` nodes plus a virtual root (node ``n``) with an edge to each root:
     ``idom[v]`` the immediate dominator of node v (``n``: only the virtual root dominates it; -1: not
-    reachable), ``order`` the reachable nodes in depth-first order (every node after its dominator)."""
+    reachable), ``order`` the reachable nodes in depth-first order (every node after its dominator).
+    ``reverse``: the graph's :func:`reverse_graph`, when already had. The graph's arrays are not copied."""
     n = len(indptr) - 1
     kind = np.int32 if n + 1 < 2**31 else np.int64  # node numbers: 4 bytes each where they fit
-    roots = np.unique(roots.astype(np.int64))
-    full_indptr = np.concatenate([indptr.astype(np.int64), [indptr[-1] + len(roots)]])
-    full_indices = np.concatenate([indices.astype(kind, copy=False), roots.astype(kind)])
-    rindptr, rindices = reverse_graph(full_indptr, full_indices, n + 1)
-    idom, order = _algorithm()(full_indptr, full_indices, rindptr, rindices, n, n + 1)
+    indices = indices.astype(kind, copy=False)
+    roots = np.unique(roots.astype(np.int64)).astype(kind)
+    rindptr, rindices = reverse if reverse is not None else reverse_graph(indptr, indices, n)
+    idom, order = _algorithm()(indptr, indices, rindptr, rindices.astype(kind, copy=False), roots, n, n + 1)
     return idom[:n], order[1:]
 
 
@@ -163,21 +178,38 @@ def retained_sizes(idom: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> tu
     n = len(idom)
     retained = np.zeros(n + 1, dtype=np.int64)
     count = np.zeros(n + 1, dtype=np.int64)
-    order = np.asarray(order, dtype=np.int64)
     retained[order] = sizes[order]
     count[order] = 1
-    _jit(_accumulate)(order, np.asarray(idom, dtype=np.int64), retained, count)
+    _jit(_accumulate)(order, idom, retained, count)
     return retained[:n], count[:n]
+
+
+def _children(idom, children_ptr, children):  # pragma: no cover - also compiled
+    """The dominator tree's children lists by a counting sort: ``children_ptr`` (counts in, bounds out; the
+    virtual root is node ``len(idom)``), ``children`` each node's children in increasing order."""
+    n = len(idom)
+    for v in range(n):
+        if idom[v] >= 0:
+            children_ptr[idom[v] + 1] += 1
+    for v in range(1, n + 2):
+        children_ptr[v] += children_ptr[v - 1]
+    pos = children_ptr[:-1].copy()
+    for v in range(n):
+        d = idom[v]
+        if d >= 0:
+            children[pos[d]] = v
+            pos[d] += 1
 
 
 def _tops(children_ptr, children, root, kinds, kind_count):  # pragma: no cover - also compiled
     """Depth-first over the dominator tree: for each node, whether none of its strict dominators is of its own
-    kind (how many of each kind are on the path from the root is counted on the way)."""
+    kind (how many of each kind are on the path from the root is counted on the way; ``kinds`` has no entry
+    for the virtual root ``root``)."""
     n = len(kinds)
     top = np.zeros(n, np.bool_)
     active = np.zeros(kind_count, np.int64)
-    stack = np.empty(n + 1, np.int64)
-    cursor = np.empty(n + 1, np.int64)
+    stack = np.empty(n + 1, children.dtype)
+    cursor = np.empty(n + 1, children_ptr.dtype)
     depth = 0
     stack[0] = root
     cursor[0] = children_ptr[root]
@@ -204,16 +236,12 @@ def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     unreachable nodes are not top): what a kind's retained size sums, without counting a node twice.  One
     walk of the dominator tree, whatever its depth."""
     n = len(idom)
-    reachable = np.flatnonzero(idom >= 0)
-    parents = np.asarray(idom[reachable], dtype=np.int64)  # the virtual root is node n
-    by_parent = np.argsort(parents, kind="stable")
-    children = reachable[by_parent].astype(np.int64)
-    children_ptr = np.zeros(n + 2, dtype=np.int64)
-    np.cumsum(np.bincount(parents, minlength=n + 1), out=children_ptr[1:])
-    kinds = np.asarray(kinds, dtype=np.int64)
-    full_kinds = np.concatenate([kinds, [0]])
-    top = _jit(_tops)(children_ptr, children, n, full_kinds, int(kinds.max(initial=0)) + 1)
-    return top[:n]
+    kind = np.int32 if n + 2 < 2**31 else np.int64  # node numbers: 4 bytes each where they fit
+    children_ptr = np.zeros(n + 2, dtype=kind)
+    children = np.empty(int((idom >= 0).sum()), dtype=kind)
+    _jit(_children)(idom, children_ptr, children)
+    kinds = np.asarray(kinds, dtype=np.int32 if int(kinds.max(initial=0)) < 2**31 else np.int64)
+    return _jit(_tops)(children_ptr, children, n, kinds, int(kinds.max(initial=0)) + 1)
 
 
 def warm_up() -> None:
@@ -223,7 +251,10 @@ def warm_up() -> None:
     dominator_tree(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))  # the heap graph's types
     idom, order = dominator_tree(indptr, indices, np.array([0], dtype=np.int64))
     retained_sizes(idom, order, np.array([8, 16, 24], dtype=np.int64))
+    idom32, order32 = dominator_tree(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))
+    retained_sizes(idom32, order32, np.array([8, 16, 24], dtype=np.int64))
     top_of_kind(idom, np.array([0, 1, 1], dtype=np.int64))
+    top_of_kind(idom32, np.array([0, 1, 1], dtype=np.int64))
     from .build import nodes_of
     from .reach import breadth_first, levels
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..util.allocator import release_freed
 from .build import HeapGraph
 from .dominators import dominator_tree, retained_sizes, reverse_graph, top_of_kind
 from .reach import breadth_first, levels
@@ -63,22 +64,30 @@ class ObjectGraph:
 
     @property
     def live(self) -> np.ndarray:
-        """Which nodes are reachable from the roots."""
+        """Which nodes are reachable from the roots: those the dominator tree reaches, once it is built (the same
+        set, with no breadth-first walk and its two arrays), else those a breadth-first walk reaches."""
+        if self._dominators is not None and self._parent is None:
+            return self._dominators[0] >= 0
         return self.parent >= 0
+
+    @property
+    def reverse(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rindptr, rindices): who references each node (dependent-handle primaries included), made once
+        (``refs``, ``roots`` and the dominator tree share it)."""
+        if self._reverse is None:
+            self._reverse = reverse_graph(self.indptr, self.indices, self.graph.count)
+        return self._reverse
 
     def referrers(self, node: int) -> np.ndarray:
         """The nodes that reference ``node`` (dependent-handle primaries included)."""
-        if self._reverse is None:
-            self._reverse = reverse_graph(self.indptr, self.indices, self.graph.count)
-        rindptr, rindices = self._reverse
+        rindptr, rindices = self.reverse
         return rindices[rindptr[node] : rindptr[node + 1]]
 
     def shortest_paths(self, target: int, limit: int = 100) -> list[tuple[int, list[int]]]:
         """For each root node that reaches ``target`` (at most ``limit`` of them, nearest first): a shortest
         chain of nodes from it to ``target`` (both included)."""
         n = self.graph.count
-        self.referrers(target)
-        rindptr, rindices = self._reverse
+        rindptr, rindices = self.reverse
         # breadth-first from the target over the reversed edges: each node's next step towards it
         towards = np.full(n, -1, dtype=np.int64)
         dist = np.full(n, -1, dtype=np.int64)
@@ -97,7 +106,8 @@ class ObjectGraph:
     def dominators(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(idom, retained bytes, retained objects) of every node (see :mod:`.dominators`)."""
         if self._dominators is None:
-            idom, order = dominator_tree(self.indptr, self.indices, self.root_nodes)
+            idom, order = dominator_tree(self.indptr, self.indices, self.root_nodes, self.reverse)
+            release_freed()  # the algorithm's scratch
             retained, count = retained_sizes(idom, order, self.graph.aligned)
             self._dominators = (idom, retained, count)
         return self._dominators
@@ -108,7 +118,8 @@ class ObjectGraph:
         g = self.graph
         idom, retained, _ = self.dominators()
         live = self.live
-        table, kinds = np.unique(g.method_tables, return_inverse=True)
+        table = np.unique(g.method_tables)  # (by hashing: no sort of every node's)
+        kinds = np.searchsorted(table, g.method_tables).astype(np.int32)  # 4 bytes a node (types are few)
         top = top_of_kind(idom, kinds) & live
         k = len(table)
         counts = np.bincount(kinds[live], minlength=k)

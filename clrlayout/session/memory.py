@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import RootsNotFound
+from ..util.allocator import release_freed
 
 
 class RuntimeMemory:
@@ -59,6 +60,7 @@ class RuntimeMemory:
             if "_heap_graph" not in self.__dict__:
                 self.string_method_table()
                 self._heap_graph = build_graph(self.heap_steps().windows(), self.mts, self.dump.memory)
+                release_freed()  # the walk's and the windows' scratch
                 self._walked_types = True  # the walk met every MethodTable of the heap: naming need not walk again
                 if self._heap_graph.bad_count:
                     self.warnings.append(f"{self._heap_graph.bad_count:,} references point neither to null nor to "

@@ -28,3 +28,24 @@ def reuse_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+_trim = None
+
+
+def release_freed() -> None:
+    """Return every free page of the C heap to the kernel (glibc's ``malloc_trim(0)``; elsewhere nothing), at
+    the end of a phase that freed much and before one that allocates more: what :func:`reuse_freed_memory`
+    keeps for the next window is not wanted by the object graph's next phase (measured on the 10.6 M-object
+    graph dump of bench/README.md: `retained`'s peak 2.36 GB -> 1.90 GB)."""
+    global _trim
+    if _trim is None:
+        _trim = False
+        if sys.platform.startswith("linux"):
+            try:
+                _trim = ctypes.CDLL(None).malloc_trim
+                _trim.argtypes, _trim.restype = [ctypes.c_size_t], ctypes.c_int
+            except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+                _trim = False
+    if _trim:
+        _trim(0)
