@@ -5,7 +5,11 @@ campaign is fuzz/fuzz_clrlayout.py; its crashers become files in tests/corpus/re
 
 from __future__ import annotations
 
+import io
+import multiprocessing
+import os
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,20 +191,45 @@ def test_byte_flips_and_truncation(tmp_path_factory, capsys, seed, flips, cut):
     run_all(path, capsys)
 
 
+def _cut_runs(source: Path, cuts: list, work_dir: Path) -> list:
+    """(cut, exit code, stderr, bytes read) of ``dump --format jsonl -q`` on the file ``source`` cut at each of
+    ``cuts`` (a process's share of the sweep: its own file, its own output streams)."""
+    data = source.read_bytes()
+    path = work_dir / f"cut-{os.getpid()}-{source.name}"
+    saved = sys.stdout, sys.stderr
+    out = []
+    try:
+        for cut in cuts:
+            path.write_bytes(data[:cut])
+            sys.stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+            sys.stderr = err = io.StringIO()
+            with hang_guard(), Work() as work:
+                code = main(["dump", str(path), "--format", "jsonl", "-q"])
+            out.append((cut, code, err.getvalue(), work.read))
+    finally:
+        sys.stdout, sys.stderr = saved
+        path.unlink(missing_ok=True)
+    return out
+
+
 @pytest.mark.parametrize("entry", manifest(), ids=lambda e: e["file"])
 @pytest.mark.slow
-def test_every_truncation_point(entry, tmp_path, capsys):
-    """Every 4 KB truncation point of every sample: exit 0 or a documented error code, with linear work."""
-    data = (SAMPLES / entry["file"]).read_bytes()
+def test_every_truncation_point(entry, tmp_path):
+    """Every 4 KB truncation point of every sample: exit 0 or a documented error code, with linear work. The
+    cuts are shared by two processes (forked: each a copy of this one), every other cut each."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    source = SAMPLES / entry["file"]
+    size = source.stat().st_size
+    cuts = list(range(4096, size, 4096)) + [size - 1]
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        runs = [r for part in pool.map(_cut_runs, [source] * 2, [cuts[0::2], cuts[1::2]], [tmp_path] * 2)
+                for r in part]
+    assert sorted(r[0] for r in runs) == cuts  # every cut ran
     outcomes = {}
-    path = tmp_path / entry["file"]
-    for cut in list(range(4096, len(data), 4096)) + [len(data) - 1]:
-        path.write_bytes(data[:cut])
-        with hang_guard(), Work() as work:
-            code = main(["dump", str(path), "--format", "jsonl", "-q"])
-        _, err = capsys.readouterr()
+    for cut, code, err, read in runs:
         assert code in ALLOWED and "Traceback" not in err, (cut, code, err)
-        assert work.read <= READ_FACTOR * cut + READ_SLACK, (cut, work.read)
+        assert read <= READ_FACTOR * cut + READ_SLACK, (cut, read)
         outcomes[code] = outcomes.get(code, 0) + 1
     # most cuts keep the metadata and part of the memory: partial results, not errors
     assert outcomes.get(0, 0) > 0 and set(outcomes) <= ALLOWED
