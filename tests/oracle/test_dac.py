@@ -149,7 +149,8 @@ def test_scan_keeps_to_the_gc_heap_of_a_python_host(python_host_core):
         unbounded = {x.address for x in s.strings()}
     false = unbounded - set(dac)
     assert set(dac) <= unbounded and false
-    assert not [a for a in false if any(lo <= a < hi for lo, hi in segments)]
+    # (but the string in flight, which the DAC steps over here too: it may end right at the segment's end)
+    assert not [a for a in false - inflight if any(lo <= a < hi for lo, hi in segments)]
     # past the allocation end of a segment: dead objects in the GC's own memory; of native memory, at most a
     # stray String MethodTable in a runtime table that passes every check (1 in 91,455 measured; usually 0)
     ends = sorted(hi for _, hi in segments)
