@@ -75,16 +75,6 @@ class HeapGraph:
     def references(self, node: int) -> np.ndarray:
         return self.indices[self.indptr[node] : self.indptr[node + 1]]
 
-    def reverse(self) -> tuple[np.ndarray, np.ndarray]:
-        """(indptr, indices) of the reversed graph: who references each node."""
-        n = self.count
-        sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
-        order = np.argsort(self.indices, kind="stable")
-        counts = np.bincount(self.indices, minlength=n)
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        return indptr, sources[order].astype(self.indices.dtype)
-
 
 class _Descs:
     """The GC descriptions of the MethodTables met, each read once."""
@@ -185,11 +175,12 @@ def nodes_of(addresses: np.ndarray, values: np.ndarray, itype=np.int64) -> np.nd
     bounds = np.append(starts, len(addresses)).astype(np.int64)
     pages, shift, kernel = pages[starts], np.uint64(_PAGE_SHIFT), jit(_nodes_of)
     parts = _THREADS if len(values) >= _THREADED else 1
-    cut = np.linspace(0, len(values), parts + 1).astype(np.int64)
     if parts == 1:
         kernel(addresses, pages, bounds, values, shift, out)
         return out
     from concurrent.futures import ThreadPoolExecutor
+
+    cut = np.linspace(0, len(values), parts + 1).astype(np.int64)
 
     with ThreadPoolExecutor(parts) as pool:  # the compiled loop lets go of the GIL: the halves run at once
         list(pool.map(lambda k: kernel(addresses, pages, bounds, values[cut[k] : cut[k + 1]], shift,

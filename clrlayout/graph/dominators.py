@@ -240,8 +240,9 @@ def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     children_ptr = np.zeros(n + 2, dtype=kind)
     children = np.empty(int((idom >= 0).sum()), dtype=kind)
     _jit(_children)(idom, children_ptr, children)
-    kinds = np.asarray(kinds, dtype=np.int32 if int(kinds.max(initial=0)) < 2**31 else np.int64)
-    return _jit(_tops)(children_ptr, children, n, kinds, int(kinds.max(initial=0)) + 1)
+    kind_count = int(kinds.max(initial=0)) + 1
+    kinds = np.asarray(kinds, dtype=np.int32 if kind_count <= 2**31 else np.int64)
+    return _jit(_tops)(children_ptr, children, n, kinds, kind_count)
 
 
 def warm_up() -> None:

@@ -121,7 +121,9 @@ class ClrType:
         return [ClrField.of(f) for f in lay.statics] if lay is not None else []
 
     def field(self, name: str) -> ClrField | None:
-        return next((f for f in self.fields if f.name == name), None)
+        lay = self.layout()
+        f = lay.field(name) if lay is not None else None
+        return ClrField.of(f) if f is not None else None
 
     def __str__(self) -> str:
         return self.name or f"<unknown type, MT {self.method_table:#x}>"

@@ -94,14 +94,23 @@ class RuntimeMemory:
         if not collectible:
             return {}
         read = self.dump.memory.try_read_pointer
+        offsets: dict = {}
+
+        def offset(mt: int, name: str) -> int | None:  # a field's offset, per MethodTable
+            if (mt, name) not in offsets:
+                layout = self.type_layout(mt)
+                f = layout.field(name) if layout is not None else None
+                offsets[(mt, name)] = f.offset if f is not None else None
+            return offsets[(mt, name)]
+
         natives = {}
         for mt in self.method_tables_named(ALLOCATOR_TYPE):
-            scout_at = _field_offset(self.type_layout(mt), SCOUT_FIELD)
-            for node in np.flatnonzero(graph.method_tables == np.uint64(mt)).tolist():
+            scout_at = offset(mt, SCOUT_FIELD)
+            for node in np.flatnonzero(graph.method_tables == np.uint64(mt)).tolist() if scout_at is not None else ():
                 managed = int(graph.addresses[node])
-                scout = read(managed + scout_at) if scout_at is not None else None
+                scout = read(managed + scout_at)
                 scout_mt = read(scout) if scout else None
-                native_at = _field_offset(self.type_layout(scout_mt), NATIVE_FIELD) if scout_mt else None
+                native_at = offset(scout_mt, NATIVE_FIELD) if scout_mt else None
                 native = read(scout + native_at) if native_at is not None else None
                 if native:
                     natives[native] = managed
@@ -113,7 +122,6 @@ class RuntimeMemory:
                                  "their objects keep alive may be reported dead")
         return found
 
-
     def _statics_contract(self):
         """Where the runtime keeps its thread statics: the contract descriptor on .NET 9+ (or why it has none);
         None before, where handles hold the statics."""
@@ -121,9 +129,3 @@ class RuntimeMemory:
         if self.runtime.flavor != "coreclr" or version is None or version < (9,):
             return None
         return self.contract
-
-
-def _field_offset(layout, name: str) -> int | None:
-    if layout is None:
-        return None
-    return next((f.offset for f in layout.fields if f.name == name), None)

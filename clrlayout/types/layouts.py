@@ -84,6 +84,10 @@ class TypeLayout:
     def complete(self) -> bool:
         return not self.problems
 
+    def field(self, name: str) -> FieldLayout | None:
+        """The instance field named ``name`` (the nearest class's, where a parent declares one too)."""
+        return next((f for f in self.fields if f.name == name), None)
+
 
 @dataclass
 class _Class:

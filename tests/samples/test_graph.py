@@ -141,9 +141,16 @@ def test_the_compiled_and_numpy_breadth_first_agree(monkeypatch):
     from roots and backward from one object."""
     import clrlayout.graph.reach as reach
 
+    from clrlayout.graph.dominators import reverse_graph
+
     g, _ = _graph(SAMPLES / "graph.coreclr-10.0.0.linux-x64.core")
     roots = np.arange(0, g.count, 97)
-    rindptr, rindices = g.reverse()
+    rindptr, rindices = reverse_graph(g.indptr, g.indices, g.count)
+    # the compiled counting sort's reversed graph is a stable argsort's: each node's referrers in order
+    sources = np.repeat(np.arange(g.count), np.diff(g.indptr))
+    expect = np.zeros(g.count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(g.indices, minlength=g.count), out=expect[1:])
+    assert (rindptr == expect).all() and (rindices == sources[np.argsort(g.indices, kind="stable")]).all()
     compiled = reach.breadth_first(g.indptr, g.indices, roots)
     back = [np.full(g.count, -1, np.int64) for _ in range(4)]
     back[0][7] = 7
