@@ -22,7 +22,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 #: the folders whose modules' kernels are compiled: (those modules, how they are run once)
 KERNELS = {Path("clrlayout") / "present": (("linekernels",), "from clrlayout.present.batchlines import warm_up; warm_up()"),
-           Path("clrlayout") / "graph": (("dominators", "reach", "build"), "from clrlayout.graph.dominators import warm_up; warm_up()")}
+           Path("clrlayout") / "graph": (("dominators", "reach", "lookup"), "from clrlayout.graph.dominators import warm_up; warm_up()")}
 
 
 class KernelCacheHook(BuildHookInterface):

@@ -18,7 +18,7 @@ def graph_options(f):
 
 def _named(session, node_graph, node: int) -> dict:
     address = int(node_graph.addresses[node])
-    mt = int(node_graph.method_tables[node])
+    mt = node_graph.method_table(node)
     return {"address": f"{address:#x}", "type": session.type_name(mt) or f"<unknown type, MT {mt:#x}>"}
 
 
@@ -27,7 +27,7 @@ def _slot(session, graph, node: int, slot) -> str:
 
     if isinstance(slot, str):  # an edge no slot holds
         return slot
-    address, mt = int(graph.addresses[node]), int(graph.method_tables[node])
+    address, mt = int(graph.addresses[node]), graph.method_table(node)
     record = session.mts.get(mt)
     layout = session.type_layout(mt) if session.profile.method_table is not None else None
     element = session.array_element(mt) if record is not None and record.component_size else None
@@ -39,10 +39,28 @@ def _slot(session, graph, node: int, slot) -> str:
 def _edge_slots(og, src: int, dst: int) -> list:
     """The slots of ``src`` that reference ``dst``, then what else makes it an edge (a dependent handle, a
     collectible type's LoaderAllocator) by name."""
-    g = og.graph
-    lo, hi = int(g.indptr[src]), int(g.indptr[src + 1])
-    slots = [int(s) for s, t in zip(g.slots[lo:hi].tolist(), g.indices[lo:hi].tolist()) if t == dst]
+    slots = [slot for slot, target in og.graph.reference_slots(src) if target == dst]
     return slots + og.unslotted(src, dst)
+
+
+def _largest(values, top: int, chunk: int = 1 << 20) -> list[int]:
+    """The indexes of the ``top`` largest ``values``, largest first, the lowest index first among equals: a
+    chunk at a time (no copy of every value), each chunk's above its top-th largest and the lowest-indexed of
+    those equal to it."""
+    import numpy as np
+
+    found = []
+    for lo in range(0, len(values), chunk):
+        part = values[lo : lo + chunk]
+        if len(part) > top:
+            kth = np.partition(part, len(part) - top)[len(part) - top]
+            above = np.flatnonzero(part > kth)
+            found += [lo + above, lo + np.flatnonzero(part == kth)[: top - len(above)]]
+        else:
+            found.append(lo + np.arange(len(part)))
+    candidates = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((candidates, -values[candidates].astype(np.int64)))
+    return candidates[order][:top].tolist()
 
 
 def _object_node(session, og, address: int) -> int:
@@ -77,7 +95,7 @@ def refs(file, address, fmt, quiet, heap, profile, assemblies, kinds):
             for slot in _edge_slots(og, s, node):
                 referenced_by.append({**_named(session, g, s), "field": _slot(session, g, s, slot)})
         _, retained, count = og.dominators()
-        record = {**_named(session, g, node), "size": int(g.sizes[node]), "live": bool(og.live[node]),
+        record = {**_named(session, g, node), "size": g.size(node), "live": bool(og.live[node]),
                   "retained_size": int(retained[node]), "retained_count": int(count[node]),
                   "references": references, "referenced_by": referenced_by}
         if fmt == "json":
@@ -148,20 +166,20 @@ def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @graph_options
 def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
-    """Retained sizes (the dominator tree of the live heap, Lengauer-Tarjan, from a virtual root above every
+    """Retained sizes (the dominator tree of the live heap, Semi-NCA, from a virtual root above every
     root): the bytes each object would free if it became unreachable; the largest retainers, or by type."""
     import numpy as np
 
     from ..present.jsonout import dumps
 
     with _open(file, None, profile, heap, assemblies) as session:
-        og = session.object_graph(kinds)
+        og = session.object_graph(kinds, exclusive=True)
         _preamble(session, quiet)
         g = og.graph
-        idom, retained_bytes, retained_count = og.dominators()
+        idom, retained_bytes, retained_count = og.dominators(release=True)
         live = og.live
         objects = []
-        for node in np.argsort(-retained_bytes, kind="stable")[:top].tolist():
+        for node in _largest(retained_bytes, top):
             if not live[node]:
                 break
             objects.append({**_named(session, g, node), "size": int(g.aligned[node]),
@@ -169,7 +187,7 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in og.by_type().items()}
         type_rows = sorted(({"name": n, "count": c, "size": s, "retained_size": r} for n, c, s, r in types.values()),
                            key=lambda r: (-r["retained_size"], r["name"]))[:top]
-        record = {"live_objects": int(live.sum()), "live_bytes": int(g.aligned[live].sum()),
+        record = {"live_objects": int(live.sum()), "live_bytes": int(np.sum(g.aligned, where=live, dtype=np.int64)),
                   "roots": sorted({r.kind for r in og.roots.roots}), "objects": objects, "types": type_rows}
         if fmt == "json":
             out(dumps(record))

@@ -2,31 +2,31 @@
 (free space left out), every non-null reference slot an edge, in compressed sparse row form (numpy arrays:
 ``indptr``, ``indices``), so that reachability and dominators are array work, not Python objects.
 
+A node keeps only what a whole-heap answer needs, in the narrowest integers that hold it: its address, its
+type (an index into the MethodTables met), its size on the heap, its references. What is shown for a few
+objects (the SOS size, which slot holds a reference) is read again from the dump for them
+(:class:`~.references.GcDescs`).
+
 Every reference must be null or the start of a heap object (the GC relies on it); a reference to anywhere
 else is a finding (heap corruption, or memory the dump lacks), kept out of the graph, never a crash.
 """
 
 from __future__ import annotations
 
-import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compiled import jit
-from .gcdesc import GcDesc, read_gcdesc
+from ..util.allocator import release_freed
+from .lookup import _THREADS, PageIndex
+from .references import GcDescs, window_references
 
 #: bad references kept for the report (all are counted)
 MAX_BAD_KEPT = 100
-#: the granule of the index from a reference to its object's node (a page: an object starts in the page its
-#: address is in, so only that page's objects are searched)
-_PAGE_SHIFT = 12
-#: references looked up by this many threads (the compiled loop lets go of the GIL), from this many on
-_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
-_THREADED = 1 << 20
-#: slots outside a window are read in runs: a new run where the next slot is this far on, or a run this long
-_RUN_GAP = 4096
-_RUN_BYTES = 64 << 20
+#: windows' arrays freed between two returns of free memory to the kernel (glibc keeps arrays of under 32 MB
+#: for reuse: util/allocator.py; the graph's own arrays are made meanwhile)
+_RELEASE_EVERY = 16
 
 
 @dataclass
@@ -36,21 +36,24 @@ class BadReference:
     value: int  # what it holds: not null, not an object's start
 
 
+def node_type(count: int):
+    """The integer type of node numbers (and of a CSR's row bounds) for ``count`` of them."""
+    return np.int32 if count < 2**31 else np.int64
+
+
 @dataclass
 class HeapGraph:
     """Nodes (objects in address order) and their references."""
 
     addresses: np.ndarray  # uint64, sorted
-    method_tables: np.ndarray  # uint64
-    sizes: np.ndarray  # int64, SOS size
-    aligned: np.ndarray  # int64, bytes on the heap
-    indptr: np.ndarray  # int64, len n + 1
-    indices: np.ndarray  # int32 (or int64), targets of each node's references, in slot order
-    slots: np.ndarray  # uint64, the address of the slot of each reference (for fields and indexes)
+    kinds: np.ndarray  # uint16 (uint32 past 65,535 types): each node's type, an index into ``types``
+    types: np.ndarray  # uint64: the MethodTable of each kind
+    aligned: np.ndarray  # uint32 (int64 where an object takes 4 GB or more): bytes on the heap
+    indptr: np.ndarray  # int32 (int64 past 2**31 references), len n + 1
+    indices: np.ndarray  # int32 (int64 past 2**31 nodes), targets of each node's references, in slot order
+    descs: GcDescs | None = None  # where an object's slots are, for the few shown
     bad: list = field(default_factory=list)
     bad_count: int = 0
-    #: references the graph does not follow (a description that could not be read), by MethodTable
-    unreadable: dict = field(default_factory=dict)
 
     @property
     def count(self) -> int:
@@ -59,6 +62,34 @@ class HeapGraph:
     @property
     def edge_count(self) -> int:
         return len(self.indices)
+
+    @property
+    def method_tables(self) -> np.ndarray:
+        """Each node's MethodTable (a new array of 8 bytes a node: for small graphs and tests)."""
+        return self.types[self.kinds]
+
+    def method_table(self, node: int) -> int:
+        return int(self.types[self.kinds[node]])
+
+    def kind_of(self, method_table: int) -> int | None:
+        """The kind of the MethodTable (None: no node has it)."""
+        hit = np.flatnonzero(self.types == np.uint64(method_table))
+        return int(hit[0]) if len(hit) else None
+
+    def size(self, node: int) -> int:
+        """The SOS size of a node's object (read again from the dump)."""
+        size = self.descs.size(int(self.addresses[node]), self.method_table(node)) if self.descs else None
+        return int(self.aligned[node]) if size is None else size
+
+    def reference_slots(self, node: int) -> list[tuple[int, int]]:
+        """(slot address, target node) of each reference a node's object holds, in slot order (read again from
+        the dump: the slots the graph's edges came from)."""
+        if self.descs is None:
+            return []
+        slots, words = self.descs.slots(int(self.addresses[node]), self.method_table(node))
+        keep = words != 0
+        slots, targets = slots[keep], PageIndex(self.addresses).nodes(words[keep]) if keep.any() else []
+        return [(int(s), int(t)) for s, t in zip(slots.tolist(), list(targets)) if t >= 0]
 
     def node(self, address: int) -> int | None:
         """The node of the object that starts at ``address`` (None: no object starts there)."""
@@ -76,208 +107,125 @@ class HeapGraph:
         return self.indices[self.indptr[node] : self.indptr[node + 1]]
 
 
-class _Descs:
-    """The GC descriptions of the MethodTables met, each read once."""
+@dataclass
+class _Window:
+    """What the build keeps of a window until every window is walked: its objects and their references'
+    values (each object's in slot order)."""
 
-    def __init__(self, space, mts):
-        self.space, self.mts = space, mts
-        self.flag = mts.profile.method_table.flags["ContainsPointers"]
-        self._cache: dict[int, GcDesc | None] = {}
-
-    def of(self, method_table: int) -> GcDesc | None:
-        if method_table not in self._cache:
-            mt = self.mts.get(method_table)
-            desc = None
-            if mt is not None and mt.flags & self.flag and mt.kind != "free":
-                desc = read_gcdesc(self.space, method_table, mt.base_size)
-            self._cache[method_table] = desc
-        return self._cache[method_table]
+    base: int
+    addresses: np.ndarray  # uint64
+    kinds: np.ndarray  # uint16 or uint32, global kinds
+    aligned: np.ndarray  # uint32 or int64
+    counts: np.ndarray  # uint32: non-null references of each object
+    values: np.ndarray  # uint64
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For runs ``starts[i] + k`` (k < lengths[i]): (each element's run index, each element's k)."""
-    total = int(lengths.sum())
-    run = np.repeat(np.arange(len(starts), dtype=np.int64), lengths)
-    first = np.cumsum(lengths) - lengths
-    k = np.arange(total, dtype=np.int64) - np.repeat(first, lengths)
-    return run, k
-
-
-def window_references(win, mts, descs: _Descs, space, ptr: int, kinds=None):
-    """(object index in the window, slot address, value) of every reference slot of a window's objects;
-    ``kinds``: the window's ``np.unique(method_tables, return_inverse=True)``, when already had."""
-    kinds, which = kinds if kinds is not None else np.unique(win.method_tables, return_inverse=True)
-    out_src, out_slot = [], []
-    for i, mt in enumerate(kinds.tolist()):
-        desc = descs.of(mt)
-        if desc is None:
-            continue
-        t = mts.get(mt)
-        idx = np.flatnonzero(which == i)
-        starts = win.offsets[idx].astype(np.int64) + win.base
-        sizes = t.base_size + t.component_size * win.counts[idx].astype(np.int64)
-        if desc.repeating:
-            for i, o, size in zip(idx.tolist(), starts.tolist(), sizes.tolist()):
-                offs = desc.slot_offsets(size, ptr)
-                out_src.append(np.full(len(offs), i, dtype=np.int64))
-                out_slot.append(o + offs)
-            continue
-        for series_size, start in desc.series:
-            lengths = (series_size + sizes) // ptr
-            lengths = np.maximum(lengths, 0)
-            if not lengths.any():
-                continue
-            run, k = _ranges(starts, lengths)
-            out_src.append(idx[run])
-            out_slot.append(starts[run] + start + k * ptr)
-    if not out_src:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
-    src = np.concatenate(out_src)
-    slots = np.concatenate(out_slot)
-    return src, slots, _read_words(win, slots, space, ptr)
-
-
-def _read_words(win, slots: np.ndarray, space, ptr: int) -> np.ndarray:
-    """The words at ``slots``: from the window's own bytes, else (an object running past them) the dump."""
-    dtype = np.dtype("<u8" if ptr == 8 else "<u4")
-    words = np.frombuffer(win.data, dtype=dtype, count=len(win.data) // ptr)
-    pos = (slots - win.base) // ptr
-    inside = (pos >= 0) & (pos < len(words))
-    out = np.zeros(len(slots), dtype=np.uint64)
-    out[inside] = words[pos[inside]]
-    outside = np.flatnonzero(~inside)
-    if len(outside):  # objects that run past the window (large arrays): their slots read a run at a time
-        order = np.argsort(slots[outside], kind="stable")
-        at = slots[outside][order].astype(np.int64)
-        breaks = np.flatnonzero(np.diff(at) > _RUN_GAP) + 1
-        for run in np.split(np.arange(len(at)), breaks):
-            lo, hi = int(at[run[0]]), int(at[run[-1]]) + ptr
-            data = space.try_read(lo, hi - lo) if hi - lo <= _RUN_BYTES else None
-            which = outside[order[run]]
-            if data is not None:
-                out[which] = np.frombuffer(data, dtype=dtype)[(at[run] - lo) // ptr]
-                continue
-            for j in which.tolist():  # a run the dump does not wholly hold: slot by slot
-                out[j] = space.try_read_pointer(int(slots[j])) or 0
-    return out
-
-
-def nodes_of(addresses: np.ndarray, values: np.ndarray, itype=np.int64) -> np.ndarray:
-    """The node of the object that starts at each of ``values`` (-1: none does), of type ``itype``: by the
-    page each value is in (a search among the pages that hold objects, small enough to stay in the cache),
-    then among that page's objects -- not a search of all ``addresses`` (sorted) for each of millions."""
-    out = np.empty(len(values), dtype=itype)
-    if not len(addresses):
-        out[:] = -1
-        return out
-    pages = addresses >> np.uint64(_PAGE_SHIFT)
-    starts = np.flatnonzero(np.concatenate([[True], pages[1:] != pages[:-1]]))
-    bounds = np.append(starts, len(addresses)).astype(np.int64)
-    pages, shift, kernel = pages[starts], np.uint64(_PAGE_SHIFT), jit(_nodes_of)
-    parts = _THREADS if len(values) >= _THREADED else 1
-    if parts == 1:
-        kernel(addresses, pages, bounds, values, shift, out)
-        return out
-    from concurrent.futures import ThreadPoolExecutor
-
-    cut = np.linspace(0, len(values), parts + 1).astype(np.int64)
-
-    with ThreadPoolExecutor(parts) as pool:  # the compiled loop lets go of the GIL: the halves run at once
-        list(pool.map(lambda k: kernel(addresses, pages, bounds, values[cut[k] : cut[k + 1]], shift,
-                                       out[cut[k] : cut[k + 1]]), range(parts)))
-    return out
-
-
-def _nodes_of(addresses, pages, bounds, values, shift, out):  # pragma: no cover - also compiled
-    for i in range(len(values)):
-        v = values[i]
-        page = v >> shift
-        lo, hi = 0, len(pages)
-        while lo < hi:  # the first page at or after v's
-            mid = (lo + hi) >> 1
-            if pages[mid] < page:
-                lo = mid + 1
-            else:
-                hi = mid
-        out[i] = -1
-        if lo == len(pages) or pages[lo] != page:
-            continue
-        a, b = bounds[lo], bounds[lo + 1]
-        while a < b:  # the first of the page's objects at or after v
-            mid = (a + b) >> 1
-            if addresses[mid] < v:
-                a = mid + 1
-            else:
-                b = mid
-        if a < bounds[lo + 1] and addresses[a] == v:
-            out[i] = a
+def _window(win, mts, descs, space, ptr: int, type_index: dict) -> _Window:
+    kinds, which = np.unique(win.method_tables, return_inverse=True)
+    records = [mts.get(m) for m in kinds.tolist()]
+    free = np.array([r.kind == "free" for r in records], dtype=bool)
+    keep = ~free[which]
+    src, slots, values = window_references(win, mts, descs, space, ptr, (kinds, which))
+    nonnull = values != 0
+    src, slots, values = src[nonnull], slots[nonnull], values[nonnull]
+    by = np.argsort(slots, kind="stable")  # slot order is object order, then slot order within each
+    del slots
+    kept = np.flatnonzero(keep)
+    local = (np.cumsum(keep) - 1)[src[by]]  # window index -> index among the window's kept objects
+    used = np.unique(which[kept])
+    table = np.zeros(len(kinds), dtype=np.uint32 if len(type_index) + len(kinds) > 2**16 else np.uint16)
+    table[used] = [type_index.setdefault(m, len(type_index)) for m in kinds[used].tolist()]
+    aligned = win.aligned[kept]
+    return _Window(win.base, win.offsets[kept].astype(np.uint64) + np.uint64(win.base), table[which[kept]],
+                   aligned.astype(np.uint32 if not len(aligned) or aligned.max() < 2**32 else np.int64),
+                   np.bincount(local, minlength=len(kept)).astype(np.uint32), values[by])
 
 
 def build_graph(windows, mts, space, findings_limit: int = MAX_BAD_KEPT) -> HeapGraph:
     """The graph of the objects of ``windows`` (the exact walk's), free space left out.
 
-    Each window's references are put in slot order there (a slot lies inside its object, so slot order is object
-    order, then slot order within each), and the windows in address order: no sort of the whole heap's
-    references (one, when windows overlap, which a sane heap's do not)."""
+    Each window's references are put in slot order there, and the windows in address order: no sort of the
+    whole heap's references (one, when windows overlap, which a sane heap's do not). Each window's values
+    become node numbers once every object is known, a window at a time (two at once), into the one array of
+    targets: the peak is the values and the graph, not two copies of either."""
     ptr = space.pointer_size
-    descs = _Descs(space, mts)
-    parts = []
-    for win in windows:
-        # the window's MethodTables once: which are free space, and the sizes (gathered, not looked up per object)
-        kinds, which = np.unique(win.method_tables, return_inverse=True)
-        records = [mts.get(m) for m in kinds.tolist()]
-        free = np.array([r.kind == "free" for r in records], dtype=bool)
-        keep = ~free[which]
-        src, slots, values = window_references(win, mts, descs, space, ptr, (kinds, which))
-        nonnull = values != 0
-        local = (np.cumsum(keep) - 1)[src[nonnull]]  # window index -> index among the window's kept objects
-        slots, values = slots[nonnull].astype(np.uint64), values[nonnull]
-        by = np.argsort(slots, kind="stable")
-        kept = np.flatnonzero(keep)
-        base = np.array([r.base_size for r in records], dtype=np.int64)
-        comp = np.array([r.component_size for r in records], dtype=np.int64)
-        which = which[kept]
-        parts.append([win.base, win.offsets[kept].astype(np.uint64) + np.uint64(win.base), win.method_tables[kept],
-                      base[which] + comp[which] * win.counts[kept].astype(np.int64),
-                      win.aligned[kept].astype(np.int64), local[by], slots[by], values[by]])
-    parts.sort(key=lambda part: part[0])  # the windows in address order
-    first = np.cumsum([0] + [len(part[1]) for part in parts])
-    for i, part in enumerate(parts):
-        part[5] = part[5] + first[i]  # window-local object index -> node index
-
-    def joined(k, dtype):
-        """Field ``k`` of every window, one array; each window's own freed as it goes (the peak is one copy)."""
-        if not parts:
-            return np.zeros(0, dtype=dtype)
-        out = np.concatenate([part[k] for part in parts])
-        for part in parts:
-            part[k] = None
-        return out
-
-    addresses, method_tables = joined(1, np.uint64), joined(2, np.uint64)
-    sizes, aligned = joined(3, np.int64), joined(4, np.int64)
-    src, slots, values = joined(5, np.int64), joined(6, np.uint64), joined(7, np.uint64)
-    parts.clear()
-    if len(addresses) > 1 and not (addresses[1:] > addresses[:-1]).all():  # overlapping windows: sort it all
+    descs = GcDescs(space, mts)
+    type_index: dict[int, int] = {}
+    parts = sorted((_window(win, mts, descs, space, ptr, type_index) for win in windows), key=lambda p: p.base)
+    n = sum(len(p.addresses) for p in parts)
+    types = np.array(list(type_index), dtype=np.uint64)
+    wide = any(p.aligned.dtype == np.int64 for p in parts)
+    addresses, counts = np.empty(n, np.uint64), np.empty(n, np.uint32)
+    kinds = np.empty(n, np.uint16 if len(types) <= 2**16 else np.uint32)
+    aligned = np.empty(n, np.int64 if wide else np.uint32)
+    at = 0
+    release_freed()  # the walk's scratch, which glibc keeps for reuse (the next phases want other sizes)
+    for i, p in enumerate(parts):  # each window's own freed as it goes, and given back every few windows
+        k = len(p.addresses)
+        addresses[at : at + k], kinds[at : at + k] = p.addresses, p.kinds
+        aligned[at : at + k], counts[at : at + k] = p.aligned, p.counts
+        p.addresses = p.kinds = p.aligned = p.counts = None
+        at += k
+        if i % _RELEASE_EVERY == _RELEASE_EVERY - 1:
+            release_freed()
+    values = None
+    if n > 1 and not (addresses[1:] > addresses[:-1]).all():  # overlapping windows: sort it all
+        values = np.concatenate([p.values for p in parts])
         order = np.argsort(addresses, kind="stable")
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order), dtype=np.int64)
-        addresses, method_tables, sizes, aligned = addresses[order], method_tables[order], sizes[order], aligned[order]
-        src = rank[src]
-        by = np.lexsort((slots, src))
-        src, slots, values = src[by], slots[by], values[by]
-    n = len(addresses)
-    itype = np.int32 if n < 2**31 else np.int64
-    target = nodes_of(addresses, values, itype)
-    found = target >= 0
-    missed = int((~found).sum())
-    bad = [BadReference(int(addresses[s]), int(sl), int(v)) for s, sl, v in
-           zip(src[~found][:findings_limit].tolist(), slots[~found][:findings_limit].tolist(),
-               values[~found][:findings_limit].tolist())] if missed else []
-    del values
+        edge_src = np.repeat(np.arange(n, dtype=np.int64), counts)
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+        by = np.argsort(rank[edge_src], kind="stable")
+        values = values[by]
+        addresses, kinds, aligned, counts = addresses[order], kinds[order], aligned[order], counts[order]
+        parts = []
+    release_freed()  # the windows' arrays (glibc keeps them for reuse: the next phase wants other sizes)
+    index = PageIndex(addresses)
+    itype = node_type(n)
+    chunks = [p.values for p in parts] if values is None else [values]
+    for p in parts:  # the chunks hold the values now: each freed once converted
+        p.values = None
+    values = None
+    edges = sum(len(c) for c in chunks)
+    indices = np.empty(edges, dtype=itype)
+    firsts = np.cumsum([0] + [len(c) for c in chunks])
+
+    def convert(k):  # a window's values into its part of the targets, the values freed
+        index.nodes(chunks[k], itype, indices[firsts[k] : firsts[k + 1]])
+        missed = np.flatnonzero(indices[firsts[k] : firsts[k + 1]] < 0)
+        bad = (missed + firsts[k], chunks[k][missed]) if len(missed) else None
+        chunks[k] = None
+        return bad
+
+    missed = []
+    with ThreadPoolExecutor(_THREADS) as pool:  # the compiled lookup lets go of the GIL
+        for lo in range(0, len(chunks), _RELEASE_EVERY):  # the values given back every few windows
+            missed += [m for m in pool.map(convert, range(lo, min(lo + _RELEASE_EVERY, len(chunks)))) if m]
+            release_freed()
+    del parts
+    indptr = np.zeros(n + 1, dtype=node_type(edges))
+    np.cumsum(counts, out=indptr[1:], dtype=indptr.dtype)
+    del counts
+    graph = HeapGraph(addresses, kinds, types, aligned, indptr, indices, descs)
     if missed:
-        src, slots, target = src[found], slots[found], target[found]
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-    del src
-    return HeapGraph(addresses, method_tables, sizes, aligned, indptr, target, slots, bad, missed)
+        graph = _without_bad(graph, np.concatenate([m[0] for m in missed]),
+                             np.concatenate([m[1] for m in missed]), findings_limit)
+    return graph
+
+
+def _without_bad(graph: HeapGraph, at: np.ndarray, values: np.ndarray, limit: int) -> HeapGraph:
+    """The graph without the edges at ``at`` (references to no object's start, holding ``values``), each
+    counted and the first ``limit`` kept as findings, with the slot that holds it."""
+    sources = np.searchsorted(graph.indptr, at, side="right") - 1
+    bad = []
+    for s, v in zip(sources[:limit].tolist(), values[:limit].tolist()):
+        slots, words = graph.descs.slots(int(graph.addresses[s]), graph.method_table(s))
+        hit = np.flatnonzero(words == np.uint64(v))
+        bad.append(BadReference(int(graph.addresses[s]), int(slots[hit[0]]) if len(hit) else 0, int(v)))
+    keep = np.ones(len(graph.indices), dtype=bool)
+    keep[at] = False
+    lost = np.bincount(sources, minlength=graph.count)
+    graph.indices = graph.indices[keep]
+    graph.indptr = graph.indptr - np.concatenate([[0], np.cumsum(lost)]).astype(graph.indptr.dtype)
+    graph.bad, graph.bad_count = bad, len(at)
+    return graph

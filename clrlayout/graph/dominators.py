@@ -1,8 +1,14 @@
-"""Dominators and retained sizes: the Lengauer–Tarjan algorithm (the version with path compression of
-Appel's *Modern Compiler Implementation*, §19.2: semidominators from a depth-first numbering, then immediate
-dominators), from a virtual root with an edge to every root object, as Eclipse MAT computes its dominator
-tree.  An object's retained size is the sum of the sizes of its dominator subtree: the bytes the heap would
-free if it became unreachable.
+"""Dominators and retained sizes: the Semi-NCA algorithm (Georgiadis's, as LLVM's dominator trees compute them:
+semidominators by Lengauer and Tarjan's path-compressed evaluation over a depth-first numbering, then each
+immediate dominator as the nearest common ancestor of its parent and its semidominator), from a virtual root
+with an edge to every root object, as Eclipse MAT computes its dominator tree.  An object's retained size is
+the sum of the sizes of its dominator subtree: the bytes the heap would free if it became unreachable.
+
+Made for heaps of hundreds of millions of objects: every array holds 4-byte node numbers where they fit and is
+indexed by depth-first number; only the references that climb in that numbering are kept reversed (a
+reference from an earlier node only lowers a semidominator to that node's number, folded in as it is met);
+path compression reverses the path in place instead of keeping a stack; and the forward graph can be freed
+once those are made.
 
 The loops are written over numpy arrays only, so that numba compiles them when it is installed (a whole
 heap of millions of objects); without it they run as Python (fine for dumps of some hundred thousand).
@@ -15,139 +21,185 @@ import numpy as np
 from .compiled import jit as _jit
 
 
-def _lowest_semi(v, ancestor, best, semi, dfnum, chain):  # pragma: no cover - also compiled
-    """The ancestor of ``v`` in the forest built so far whose semidominator is lowest (Appel's
-    AncestorWithLowestSemi), compressing the path on the way (iteratively: ``chain`` is scratch space)."""
-    chain[0] = v
-    length = 1
-    while ancestor[ancestor[chain[length - 1]]] != -1:
-        chain[length] = ancestor[chain[length - 1]]
-        length += 1
-    for j in range(length - 2, -1, -1):
-        x = chain[j]
-        a = ancestor[x]
-        b = best[a]
-        ancestor[x] = ancestor[a]
-        if dfnum[semi[b]] < dfnum[semi[best[x]]]:
-            best[x] = b
-    return best[v]
-
-
-def _lengauer_tarjan(indptr, indices, rindptr, rindices, roots, root, n):  # pragma: no cover - also compiled
-    """Over the graph's nodes and the virtual root ``root`` (= the graph's node count; ``n`` = root + 1),
-    whose edges go to ``roots`` (sorted, distinct): the virtual root's edges are not in the graph's arrays."""
-    dfnum = np.full(n, -1, indices.dtype)
-    vertex = np.full(n, -1, indices.dtype)
-    parent = np.full(n, -1, indices.dtype)
-    cursor = np.zeros(n, np.int64)
-    stack = np.empty(n, indices.dtype)
-    is_root = np.zeros(n, np.bool_)
-    for r in roots:
-        is_root[r] = True
-    # depth-first numbering, iterative
-    count = 0
-    dfnum[root] = 0
-    vertex[0] = root
+def _preorder(indptr, indices, roots, dfnum, vertex, parent, cursor):  # pragma: no cover - also compiled
+    """Depth-first from the virtual root (number 0, ``vertex[0]``), whose edges go to ``roots`` in order:
+    ``dfnum`` each node's number (-1: not reached), ``vertex`` each number's node, ``parent`` each number's
+    parent's number; iterative (back up through the parent), ``cursor`` each node's next edge. The count of
+    numbers given."""
     count = 1
-    top = 0
-    stack[0] = root
-    cursor[root] = 0
-    while top >= 0:
-        v = stack[top]
-        e = cursor[v]
-        if v == root:
-            more = e < len(roots)
-            w = roots[e] if more else root
-        else:
-            more = e < indptr[v + 1]
-            w = indices[e] if more else root
-        if more:
-            cursor[v] = e + 1
-            if dfnum[w] < 0:
-                dfnum[w] = count
-                vertex[count] = w
-                parent[w] = v
-                count += 1
-                top += 1
-                stack[top] = w
-                cursor[w] = indptr[w]
-        else:
-            top -= 1
-    cursor = np.zeros(0, np.int64)  # the walk's scratch, freed before the next arrays are made
-    stack = np.empty(0, indices.dtype)
-    semi = np.full(n, -1, indices.dtype)
-    ancestor = np.full(n, -1, indices.dtype)
-    best = np.full(n, -1, indices.dtype)
-    idom = np.full(n, -1, indices.dtype)
-    samedom = np.full(n, -1, indices.dtype)
-    bucket_head = np.full(n, -1, indices.dtype)
-    bucket_next = np.full(n, -1, indices.dtype)
-    chain = np.empty(n, indices.dtype)
-    for i in range(count - 1, 0, -1):
-        w = vertex[i]
-        p = parent[w]
-        s = p
-        if is_root[w]:  # the virtual root references it: no semidominator is lower (its number is 0)
-            s = root
-        for e in range(rindptr[w], rindptr[w + 1] if s != root else rindptr[w]):
-            v = rindices[e]
-            if dfnum[v] < 0:
-                continue
-            if dfnum[v] <= dfnum[w]:
-                candidate = v
+    parent[0] = 0
+    for r in roots:
+        if dfnum[r] >= 0:
+            continue
+        dfnum[r] = count
+        vertex[count] = r
+        parent[count] = 0
+        cursor[r] = indptr[r]
+        count += 1
+        v = r
+        while True:
+            e = cursor[v]
+            if e < indptr[v + 1]:
+                cursor[v] = e + 1
+                w = indices[e]
+                if dfnum[w] < 0:
+                    dfnum[w] = count
+                    vertex[count] = w
+                    parent[count] = dfnum[v]
+                    cursor[w] = indptr[w]
+                    count += 1
+                    v = w
+            elif v == r:
+                break
             else:
-                candidate = semi[_lowest_semi(v, ancestor, best, semi, dfnum, chain)]
-            if dfnum[candidate] < dfnum[s]:
-                s = candidate
+                v = vertex[parent[dfnum[v]]]
+    return count
+
+
+def _climbing(indptr, indices, roots, dfnum, semi, rindptr, rindices, fill):  # pragma: no cover - also compiled
+    """Over the reached nodes' references ``u -> w`` by number: one from an earlier number lowers ``semi[w]``
+    to it (as the virtual root's edge lowers a root's to 0); one from a later number is counted (``fill``
+    false) or put in ``rindices`` (``fill``: ``rindptr[w]`` the end of w's, moved back to its start)."""
+    n = len(indptr) - 1
+    for u in range(n):
+        pu = dfnum[u]
+        if pu < 0:
+            continue
+        for e in range(indptr[u], indptr[u + 1]):
+            pw = dfnum[indices[e]]
+            if pu < pw:
+                if not fill and pu < semi[pw]:
+                    semi[pw] = pu
+            elif pu > pw:
+                if fill:
+                    rindptr[pw] -= 1
+                    rindices[rindptr[pw]] = pu
+                else:
+                    rindptr[pw] += 1
+    if not fill:
+        for r in roots:
+            semi[dfnum[r]] = 0
+
+
+def _eval(v, last, parent, label, semi):  # pragma: no cover - also compiled
+    """The number of lowest semidominator on the path from ``v`` up to (not including) the root of its tree
+    in the forest of the numbers ``last`` and later, compressing the path (``parent`` is the forest's links):
+    the path is reversed in place on the way up and put back compressed on the way down (no stack)."""
+    if parent[v] < last:
+        return label[v]
+    prev = -1
+    x = v
+    while parent[x] >= last:
+        up = parent[x]
+        parent[x] = prev
+        prev = x
+        x = up
+    top = parent[x]
+    best = label[x]
+    node = prev
+    while node != -1:
+        down = parent[node]
+        parent[node] = top
+        if semi[best] < semi[label[node]]:
+            label[node] = best
+        else:
+            best = label[node]
+        node = down
+    return label[v]
+
+
+def _semi_nca(count, parent, semi, rindptr, rindices, idom, label):  # pragma: no cover - also compiled
+    """Semidominators (``semi``: on entry, each number's lowest from earlier numbers; ``rindices``: the later
+    numbers that reference it; ``label`` each number's own), then immediate dominators by number (``idom``: on
+    entry, each parent)."""
+    for w in range(count - 1, 0, -1):
+        s = semi[w]
+        for e in range(rindptr[w], rindptr[w + 1]):
+            u = _eval(rindices[e], w + 1, parent, label, semi)
+            if semi[u] < s:
+                s = semi[u]
         semi[w] = s
-        bucket_next[w] = bucket_head[s]
-        bucket_head[s] = w
-        ancestor[w] = p
-        best[w] = w
-        v = bucket_head[p]
-        while v != -1:
-            y = _lowest_semi(v, ancestor, best, semi, dfnum, chain)
-            if semi[y] == semi[v]:
-                idom[v] = p
-            else:
-                samedom[v] = y
-            v = bucket_next[v]
-        bucket_head[p] = -1
+    for w in range(1, count):
+        d = idom[w]
+        while d > semi[w]:
+            d = idom[d]
+        idom[w] = d
+
+
+def _numbered(dfnum, vertex):  # pragma: no cover - also compiled
+    """``vertex``: each number's node (the virtual root, number 0: ``len(dfnum)``)."""
+    vertex[0] = len(dfnum)
+    for v in range(len(dfnum)):
+        if dfnum[v] >= 0:
+            vertex[dfnum[v]] = v
+
+
+def _by_node(vertex, idom, count, out):  # pragma: no cover - also compiled
+    """``out``: each node's immediate dominator as a node (the virtual root: ``len(out)``; -1: not reached)."""
+    n = len(out)
     for i in range(1, count):
-        w = vertex[i]
-        if samedom[w] != -1:
-            idom[w] = idom[samedom[w]]
-    return idom, vertex[:count]
+        d = idom[i]
+        out[vertex[i]] = vertex[d] if d > 0 else n
 
 
 def _algorithm():
-    """The compiled algorithm when numba is installed, else the Python one; its helper first: the algorithm
+    """The compiled loops when numba is installed, else the Python ones; the helper first: the algorithm
     calls the compiled one (numba resolves globals when it compiles)."""
-    global _lowest_semi
-    _lowest_semi = _jit(_lowest_semi)
-    return _jit(_lengauer_tarjan)
+    global _eval
+    _eval = _jit(_eval)
+    return _jit(_semi_nca)
 
 
-def dominator_tree(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray,
-                   reverse: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+def dominator_tree(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(idom, order) over the graph's ``n`` nodes plus a virtual root (node ``n``) with an edge to each root:
     ``idom[v]`` the immediate dominator of node v (``n``: only the virtual root dominates it; -1: not
-    reachable), ``order`` the reachable nodes in depth-first order (every node after its dominator).
-    ``reverse``: the graph's :func:`reverse_graph`, when already had. The graph's arrays are not copied."""
+    reachable), ``order`` the reachable nodes in depth-first order (every node after its dominator)."""
+    return releasing_dominator_tree([indptr, indices], roots, False)
+
+
+def releasing_dominator_tree(edges: list, roots: np.ndarray, release: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`dominator_tree` of the graph ``edges = [indptr, indices]``; with ``release``, the list is emptied
+    once the algorithm no longer needs the forward graph, so that it is freed then if the caller holds it
+    nowhere else."""
+    indptr, indices = edges
     n = len(indptr) - 1
     kind = np.int32 if n + 1 < 2**31 else np.int64  # node numbers: 4 bytes each where they fit
-    indices = indices.astype(kind, copy=False)
-    roots = np.unique(roots.astype(np.int64)).astype(kind)
-    rindptr, rindices = reverse if reverse is not None else reverse_graph(indptr, indices, n)
-    idom, order = _algorithm()(indptr, indices, rindptr, rindices.astype(kind, copy=False), roots, n, n + 1)
-    return idom[:n], order[1:]
+    roots = np.unique(np.asarray(roots).astype(np.int64)).astype(kind)
+    dfnum = np.full(n, -1, kind)
+    vertex = np.empty(n + 1, kind)
+    parent = np.empty(n + 1, kind)
+    cursor = np.empty(n, indptr.dtype)
+    vertex[0] = n
+    count = int(_jit(_preorder)(indptr, indices, roots, dfnum, vertex, parent, cursor))
+    del cursor
+    vertex = None  # made again from the numbers below: not kept while the reversed references are made
+    parent = parent[:count].copy() if count < n // 2 else parent
+    semi = parent[:count].copy()  # lowered below by earlier references and the virtual root
+    rindptr = np.zeros(count + 1, dtype=np.int32 if len(indices) < 2**31 else np.int64)
+    climbing = _jit(_climbing)
+    climbing(indptr, indices, roots, dfnum, semi, rindptr, np.empty(0, kind), False)
+    np.cumsum(rindptr, out=rindptr)
+    rindices = np.empty(int(rindptr[-1]), kind)
+    climbing(indptr, indices, roots, dfnum, semi, rindptr, rindices, True)
+    if release:
+        edges.clear()
+    del indptr, indices
+    vertex = np.empty(count, kind)
+    _jit(_numbered)(dfnum, vertex)
+    del dfnum
+    idom = parent[:count].copy()
+    _algorithm()(count, parent[:count], semi, rindptr, rindices, idom, np.arange(count, dtype=kind))
+    del parent, semi, rindptr, rindices
+    out = np.full(n, -1, kind)
+    _jit(_by_node)(vertex, idom, count, out)
+    return out, vertex[1:count]
 
 
 def reverse_graph(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The reversed graph of ``n`` nodes, by a counting sort (no argsort): (rindptr, rindices), each node's
     referrers in increasing order, node numbers of ``indices``' type."""
-    rindptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(indices, minlength=n), out=rindptr[1:])
+    rindptr = np.zeros(n + 1, dtype=indptr.dtype)
+    rindptr[1:] = np.cumsum(np.bincount(indices, minlength=n))
     rindices = np.empty(len(indices), dtype=indices.dtype)
     _jit(_reverse)(indptr, indices, n, rindptr, rindices)
     return rindptr, rindices
@@ -177,7 +229,7 @@ def retained_sizes(idom: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> tu
     last first, sums whole subtrees."""
     n = len(idom)
     retained = np.zeros(n + 1, dtype=np.int64)
-    count = np.zeros(n + 1, dtype=np.int64)
+    count = np.zeros(n + 1, dtype=idom.dtype)  # at most n
     retained[order] = sizes[order]
     count[order] = 1
     _jit(_accumulate)(order, idom, retained, count)
@@ -186,48 +238,52 @@ def retained_sizes(idom: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> tu
 
 def _children(idom, children_ptr, children):  # pragma: no cover - also compiled
     """The dominator tree's children lists by a counting sort: ``children_ptr`` (counts in, bounds out; the
-    virtual root is node ``len(idom)``), ``children`` each node's children in increasing order."""
+    virtual root is node ``len(idom)``), ``children`` each node's children in increasing order (put from the
+    end of each list, the last first: no cursor array)."""
     n = len(idom)
     for v in range(n):
         if idom[v] >= 0:
-            children_ptr[idom[v] + 1] += 1
+            children_ptr[idom[v]] += 1
     for v in range(1, n + 2):
         children_ptr[v] += children_ptr[v - 1]
-    pos = children_ptr[:-1].copy()
-    for v in range(n):
+    for v in range(n - 1, -1, -1):
         d = idom[v]
         if d >= 0:
-            children[pos[d]] = v
-            pos[d] += 1
+            children_ptr[d] -= 1
+            children[children_ptr[d]] = v
 
 
-def _tops(children_ptr, children, root, kinds, kind_count):  # pragma: no cover - also compiled
+def _tops(children_ptr, children, root, kinds, kind_count, idom):  # pragma: no cover - also compiled
     """Depth-first over the dominator tree: for each node, whether none of its strict dominators is of its own
     kind (how many of each kind are on the path from the root is counted on the way; ``kinds`` has no entry
-    for the virtual root ``root``)."""
+    for the virtual root ``root``). No stack and no cursor: back up through ``idom``, and a node's next child
+    is the first of its (increasing) children after the one just left, found by a binary search."""
     n = len(kinds)
     top = np.zeros(n, np.bool_)
     active = np.zeros(kind_count, np.int64)
-    stack = np.empty(n + 1, children.dtype)
-    cursor = np.empty(n + 1, children_ptr.dtype)
-    depth = 0
-    stack[0] = root
-    cursor[0] = children_ptr[root]
-    while depth >= 0:
-        v = stack[depth]
-        e = cursor[depth]
+    v = root
+    e = children_ptr[root]
+    while True:
         if e < children_ptr[v + 1]:
-            cursor[depth] = e + 1
             w = children[e]
             top[w] = active[kinds[w]] == 0
             active[kinds[w]] += 1
-            depth += 1
-            stack[depth] = w
-            cursor[depth] = children_ptr[w]
+            v = w
+            e = children_ptr[w]
+        elif v == root:
+            break
         else:
-            if v != root:
-                active[kinds[v]] -= 1
-            depth -= 1
+            active[kinds[v]] -= 1
+            left = v
+            v = idom[v]
+            lo, hi = children_ptr[v], children_ptr[v + 1]
+            while lo < hi:  # the first child after the one left
+                mid = (lo + hi) >> 1
+                if children[mid] <= left:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            e = lo
     return top
 
 
@@ -241,30 +297,25 @@ def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     children = np.empty(int((idom >= 0).sum()), dtype=kind)
     _jit(_children)(idom, children_ptr, children)
     kind_count = int(kinds.max(initial=0)) + 1
-    kinds = np.asarray(kinds, dtype=np.int32 if kind_count <= 2**31 else np.int64)
-    return _jit(_tops)(children_ptr, children, n, kinds, kind_count)
+    return _jit(_tops)(children_ptr, children, n, kinds, kind_count, idom)
 
 
 def warm_up() -> None:
     """Each loop run once on a tiny graph, with the types of every real run (the heap graph's 4-byte node
-    numbers, and 8-byte ones), so that numba compiles it (or loads it from its cache) here."""
-    indptr, indices = np.array([0, 1, 2, 2], dtype=np.int64), np.array([1, 2], dtype=np.int64)
-    dominator_tree(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))  # the heap graph's types
-    idom, order = dominator_tree(indptr, indices, np.array([0], dtype=np.int64))
-    retained_sizes(idom, order, np.array([8, 16, 24], dtype=np.int64))
-    idom32, order32 = dominator_tree(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))
-    retained_sizes(idom32, order32, np.array([8, 16, 24], dtype=np.int64))
-    top_of_kind(idom, np.array([0, 1, 1], dtype=np.int64))
-    top_of_kind(idom32, np.array([0, 1, 1], dtype=np.int64))
-    from .build import nodes_of
+    numbers and row bounds, 8-byte bounds past 2**31 references, 8-byte numbers past 2**31 nodes; sizes of 4
+    and 8 bytes; kinds of 2 and 4), so that numba compiles it (or loads it from its cache) here."""
+    from .lookup import nodes_of
     from .reach import breadth_first, levels
 
+    for ptype, itype in ((np.int32, np.int32), (np.int64, np.int32), (np.int64, np.int64)):
+        indptr, indices = np.array([0, 1, 2, 2], dtype=ptype), np.array([1, 2], dtype=itype)
+        idom, order = dominator_tree(indptr, indices, np.array([0]))
+        for sizes in (np.uint32, np.int64):
+            retained_sizes(idom, order, np.array([8, 16, 24], dtype=sizes))
+        for kinds in (np.uint16, np.uint32):
+            top_of_kind(idom, np.array([0, 1, 1], dtype=kinds))
+        rindptr, rindices = reverse_graph(indptr, indices, 3)
+        breadth_first(indptr, indices, np.array([0]))
+        levels(rindptr, rindices, np.full(3, -1, np.int64), np.full(3, -1, np.int64), np.array([2]))
     for kind in (np.int32, np.int64):
         nodes_of(np.array([16, 48, 8192], dtype=np.uint64), np.array([48, 0, 8192, 40], dtype=np.uint64), kind)
-
-    breadth_first(indptr, indices.astype(np.int32), np.array([0], dtype=np.int64))
-    breadth_first(indptr, indices, np.array([0], dtype=np.int64))
-    for kind in (np.int32, np.int64):
-        levels(indptr, indices.astype(kind), np.full(3, -1, np.int64), np.full(3, -1, np.int64),
-               np.array([2], dtype=np.int64))
-

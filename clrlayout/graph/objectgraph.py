@@ -6,20 +6,27 @@ from __future__ import annotations
 import numpy as np
 
 from ..util.allocator import release_freed
-from .build import HeapGraph
-from .dominators import dominator_tree, retained_sizes, reverse_graph, top_of_kind
+from .build import HeapGraph, node_type
+from .dominators import releasing_dominator_tree, retained_sizes, reverse_graph, top_of_kind
 from .reach import breadth_first, levels
 from .roots import Roots
+
+
+#: nodes summed at a time by type
+_CHUNK = 1 << 20
 
 
 class ObjectGraph:
     """A :class:`~.build.HeapGraph` with its roots: dependent handles added as edges (primary -> secondary, as
     the GC treats them), reachability from the roots, and, when asked, dominators and retained sizes."""
 
-    def __init__(self, graph: HeapGraph, roots: Roots, kinds: tuple, allocators: dict | None = None):
+    def __init__(self, graph: HeapGraph, roots: Roots, kinds: tuple, allocators: dict | None = None,
+                 exclusive: bool = False):
         self.graph = graph
         self.roots = roots
         self.kinds = kinds
+        #: the graph is this object's alone: its references may be freed (:meth:`dominators`)
+        self.exclusive = exclusive
         n = graph.count
         dep = [(graph.node(p), graph.node(s)) for p, s in roots.dependent]
         dep = sorted((p, s) for p, s in dep if p is not None and s is not None)
@@ -30,18 +37,23 @@ class ObjectGraph:
         # primary's, a collectible type's LoaderAllocator as one more of each of its objects'
         self.indptr, self.indices = graph.indptr, graph.indices
         src, dst = [np.array([p for p, _ in dep], dtype=np.int64)], [np.array([s for _, s in dep], dtype=np.int64)]
-        if self.allocators:
-            keys = np.array(sorted(self.allocators), dtype=np.uint64)
-            which = np.flatnonzero(np.isin(graph.method_tables, keys))
+        by_kind = np.full(len(graph.types), -1, dtype=np.int64)  # kind -> its LoaderAllocator's node
+        for mt, node in self.allocators.items():
+            if (kind := graph.kind_of(mt)) is not None:
+                by_kind[kind] = node
+        if (by_kind >= 0).any():
+            which = np.flatnonzero(by_kind[graph.kinds] >= 0)
             src.append(which)
-            dst.append(np.array([self.allocators[m] for m in sorted(self.allocators)],
-                                dtype=np.int64)[np.searchsorted(keys, graph.method_tables[which])])
+            dst.append(by_kind[graph.kinds[which]])
         src, dst = np.concatenate(src), np.concatenate(dst)
         if len(src):
             order = np.argsort(src, kind="stable")
             src, dst = src[order], dst[order]
             self.indices = np.insert(graph.indices, graph.indptr[src + 1], dst.astype(graph.indices.dtype))
-            self.indptr = graph.indptr + np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
+            indptr = graph.indptr + np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
+            self.indptr = indptr.astype(node_type(len(self.indices)))
+            if exclusive:  # the graph's own copy is not needed: one copy of the references, not two
+                graph.indptr, graph.indices = self.indptr, self.indices
         self.root_nodes = np.array(sorted({graph.node(r.object) for r in roots.roots} - {None}), dtype=np.int64)
         self._parent = None
         self._dominators = None
@@ -50,7 +62,7 @@ class ObjectGraph:
     def unslotted(self, src: int, dst: int) -> list[str]:
         """What makes ``src`` reference ``dst`` besides its slots: ``(dependent handle)``, ``(loader allocator)``."""
         out = ["(dependent handle)"] if (src, dst) in self.dependent else []
-        if self.allocators.get(int(self.graph.method_tables[src])) == dst:
+        if self.allocators.get(self.graph.method_table(src)) == dst:
             out.append("(loader allocator)")
         return out
 
@@ -103,10 +115,17 @@ class ObjectGraph:
             out.append((r, chain))
         return out
 
-    def dominators(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(idom, retained bytes, retained objects) of every node (see :mod:`.dominators`)."""
+    def dominators(self, release: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(idom, retained bytes, retained objects) of every node (see :mod:`.dominators`). ``release`` (a graph
+        that is this object's alone): the references are freed as soon as the dominator tree no longer needs
+        them -- the object then answers about roots, liveness, dominators and types, no longer about references."""
         if self._dominators is None:
-            idom, order = dominator_tree(self.indptr, self.indices, self.root_nodes, self.reverse)
+            release = release and self.exclusive and self._parent is None
+            edges = [self.indptr, self.indices]
+            if release:
+                self.indptr = self.indices = self.graph.indptr = self.graph.indices = self._reverse = None
+            idom, order = releasing_dominator_tree(edges, self.root_nodes, release)
+            del edges
             release_freed()  # the algorithm's scratch
             retained, count = retained_sizes(idom, order, self.graph.aligned)
             self._dominators = (idom, retained, count)
@@ -118,11 +137,14 @@ class ObjectGraph:
         g = self.graph
         idom, retained, _ = self.dominators()
         live = self.live
-        table = np.unique(g.method_tables)  # (by hashing: no sort of every node's)
-        kinds = np.searchsorted(table, g.method_tables).astype(np.int32)  # 4 bytes a node (types are few)
-        top = top_of_kind(idom, kinds) & live
-        k = len(table)
-        counts = np.bincount(kinds[live], minlength=k)
-        sizes = np.bincount(kinds[live], weights=g.aligned[live], minlength=k)
-        kept = np.bincount(kinds[top], weights=retained[top], minlength=k)
-        return {int(table[i]): [int(counts[i]), int(sizes[i]), int(kept[i])] for i in np.flatnonzero(counts)}
+        top = top_of_kind(idom, g.kinds)
+        k = len(g.types)
+        counts, sizes, kept = (np.zeros(k, dtype=np.int64) for _ in range(3))
+        for lo in range(0, g.count, _CHUNK):  # a chunk at a time: no copies as long as the nodes
+            part = slice(lo, lo + _CHUNK)
+            kinds, alive = g.kinds[part], live[part]
+            on_top = top[part] & alive
+            counts += np.bincount(kinds[alive], minlength=k)
+            sizes += np.bincount(kinds[alive], weights=g.aligned[part][alive], minlength=k).astype(np.int64)
+            kept += np.bincount(kinds[on_top], weights=retained[part][on_top], minlength=k).astype(np.int64)
+        return {int(g.types[i]): [int(counts[i]), int(sizes[i]), int(kept[i])] for i in np.flatnonzero(counts)}

@@ -135,13 +135,14 @@ class Heap:
 
     def _node_object(self, graph, node: int) -> HeapObject:
         g = graph.graph
-        mt = int(g.method_tables[node])
+        mt = g.method_table(node)
         t = self.type_of(mt)
         address = int(g.addresses[node])
-        count = (int(g.sizes[node]) - t.base_size) // t.component_size if t.component_size else 0
+        size = g.size(node)
+        count = (size - t.base_size) // t.component_size if t.component_size else 0
         segment = self._session.heap.segment_at(address)
         generation = segment.generation(address) if segment is not None else "?"
-        return HeapObject(address, t, int(g.sizes[node]), int(g.aligned[node]), count, generation, self)
+        return HeapObject(address, t, size, int(g.aligned[node]), count, generation, self)
 
     def _string_value(self, obj: HeapObject) -> str | None:
         from ..findings import Findings

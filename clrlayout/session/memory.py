@@ -46,9 +46,11 @@ class RuntimeMemory:
         known = self.gc_bookkeeping() + self.gc_handle_tables()
         return known + [(m.base, m.base + m.size) for m in self.dump.modules if m.size]
 
-    def object_graph(self, kinds=("handles", "finalizer", "stacks", "statics")):
+    def object_graph(self, kinds=("handles", "finalizer", "stacks", "statics"), exclusive: bool = False):
         """The heap's object graph with the roots of ``kinds`` (:class:`~clrlayout.graph.objectgraph.ObjectGraph`:
-        references, reachability, dominators), built once per set of kinds (exact walk only)."""
+        references, reachability, dominators), built once per set of kinds (exact walk only). ``exclusive``: the
+        caller's alone, the session keeps none of it, so that it may free the references once its dominator tree
+        is made (``ObjectGraph.dominators(release=True)``: what a whole-heap ``retained`` needs, in less memory)."""
         from ..graph.build import build_graph
         from ..graph.objectgraph import ObjectGraph
         from ..graph.roots import ROOT_KINDS, find_roots
@@ -56,6 +58,7 @@ class RuntimeMemory:
         self.require_exact("the object graph")
         key = tuple(sorted(kinds))
         cache = self.__dict__.setdefault("_graphs", {})
+        exclusive = exclusive and key not in cache  # one made before may be held elsewhere: not the caller's alone
         if key not in cache:
             if "_heap_graph" not in self.__dict__:
                 self.string_method_table()
@@ -75,7 +78,11 @@ class RuntimeMemory:
                     f" (the other roots: roots={others})" if others else "")))
             if "_allocators" not in self.__dict__:
                 self._allocators = self.loader_allocators(self._heap_graph)
-            cache[key] = ObjectGraph(self._heap_graph, roots, key, self._allocators)
+            cache[key] = ObjectGraph(self._heap_graph, roots, key, self._allocators, exclusive)
+        if exclusive:  # the graph is the caller's alone: the session forgets it (a later call builds it again)
+            self.__dict__.pop("_heap_graph", None)
+            self._graphs = {}
+            return cache.pop(key)
         return cache[key]
 
     def loader_allocators(self, graph) -> dict[int, int]:
@@ -89,7 +96,7 @@ class RuntimeMemory:
 
         spec = self.profile.method_table
         flag = spec.flags.get("Collectible", 0) if spec is not None else 0
-        collectible = [m for m in np.unique(graph.method_tables).tolist()
+        collectible = [m for m in graph.types.tolist()
                        if flag and (r := self.mts.get(m)) is not None and r.flags & flag]
         if not collectible:
             return {}
@@ -106,7 +113,8 @@ class RuntimeMemory:
         natives = {}
         for mt in self.method_tables_named(ALLOCATOR_TYPE):
             scout_at = offset(mt, SCOUT_FIELD)
-            for node in np.flatnonzero(graph.method_tables == np.uint64(mt)).tolist() if scout_at is not None else ():
+            kind = graph.kind_of(mt) if scout_at is not None else None
+            for node in np.flatnonzero(graph.kinds == kind).tolist() if kind is not None else ():
                 managed = int(graph.addresses[node])
                 scout = read(managed + scout_at)
                 scout_mt = read(scout) if scout else None

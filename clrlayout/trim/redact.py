@@ -166,12 +166,12 @@ def _us_stream(data: bytes, root: int):
 def heap_structure(session, keep_types: set[int]):
     """(starts, ends) of the heap's bytes that are structure (header words, MethodTables, lengths, reference
     slots; whole objects of the MethodTables ``keep_types``), and the report of what the rest is."""
-    from ..graph.build import _Descs, window_references
+    from ..graph.references import GcDescs, window_references
 
     ptr = session.profile.pointer_size
     header = session.profile.object.header_size
     mts, space = session.mts, session.dump.memory
-    descs = _Descs(space, mts)
+    descs = GcDescs(space, mts)
     report = RedactReport()
     starts, ends = [], []
     info: dict = {}  # MethodTable -> (bytes kept after the MethodTable pointer, kind)

@@ -18,7 +18,7 @@ import clrlayout
 
 from clrlayout.cli import main
 from clrlayout.graph.build import build_graph
-from clrlayout.graph.dominators import _lengauer_tarjan, dominator_tree, retained_sizes
+from clrlayout.graph.dominators import dominator_tree, releasing_dominator_tree, retained_sizes
 from clrlayout.graph.handles import read_handles
 from clrlayout.graph.reach import breadth_first
 from clrlayout.session import open_session
@@ -39,12 +39,19 @@ def test_every_reference_is_null_or_an_object_start(entry):
         assert g.bad_count == 0, g.bad[:3]
         assert g.count > 500 and g.edge_count > 200
         assert (np.diff(g.addresses.astype(np.int64)) > 0).all()
-        # the slots hold exactly the addresses of the nodes they point at
-        words = [s.dump.memory.read_pointer(int(slot)) for slot in g.slots[:2000].tolist()]
-        assert words == [int(g.addresses[t]) for t in g.indices[:2000].tolist()]
+        # each object's slots, read again for it, are its edges in order, and hold exactly their nodes' addresses
+        slots = []
+        for node in range(g.count):
+            found = g.reference_slots(node)
+            assert [t for _, t in found] == g.references(node).tolist(), node
+            slots += [slot for slot, _ in found]
+            if len(slots) >= 2000:
+                break
+        words = [s.dump.memory.read_pointer(slot) for slot in slots]
+        assert words == [int(g.addresses[t]) for t in g.indices[: len(slots)].tolist()]
         # teeth: the words half a word past the slots are (almost) never object starts
         half = s.dump.pointer_size // 2
-        shifted = [s.dump.memory.try_read_pointer(int(slot) + half) for slot in g.slots[:2000].tolist()]
+        shifted = [s.dump.memory.try_read_pointer(slot + half) for slot in slots]
         starts = sum(1 for w in shifted if w and g.node(w) is not None)
         assert starts < len(shifted) / 100
 
@@ -119,21 +126,24 @@ def test_dominators_equal_a_second_implementation(entry):
     assert (retained == expect).all()
 
 
-def test_the_python_and_compiled_algorithms_agree():
+def test_the_python_and_compiled_algorithms_agree(monkeypatch):
+    """The dominator tree's loops run as Python (without numba) give what the compiled ones give, with the
+    forward graph kept and freed on the way."""
+    import clrlayout.graph.compiled as compiled
+    import clrlayout.graph.dominators as dominators
+
     g, _ = _graph(SAMPLES / "types.coreclr-10.0.0.linux-x64.core")
-    n = g.count
-    roots = np.arange(0, n, 11)
-    idom, _ = dominator_tree(g.indptr, g.indices, roots)
-    full_indptr = np.concatenate([g.indptr, [g.indptr[-1] + len(roots)]])
-    full_indices = np.concatenate([g.indices.astype(np.int64), roots])
-    src = np.repeat(np.arange(n + 1), np.diff(full_indptr))
-    by = np.argsort(full_indices, kind="stable")
-    rindptr = np.zeros(n + 2, dtype=np.int64)
-    np.cumsum(np.bincount(full_indices, minlength=n + 1), out=rindptr[1:])
-    # the Python loop over the graph with the virtual root's edges written out (node n), itself reached from
-    # a second virtual root (n + 1): what the compiled loop does without copying the graph
-    python_idom, _ = _lengauer_tarjan(full_indptr, full_indices, rindptr, src[by], np.array([n]), n + 1, n + 2)
-    assert python_idom[n] == n + 1 and (python_idom[:n] == idom).all()
+    roots = np.arange(0, g.count, 11)
+    idom, order = dominator_tree(g.indptr, g.indices, roots)
+    edges = [g.indptr, g.indices]
+    freed_idom, freed_order = releasing_dominator_tree(edges, roots, True)
+    assert edges == [] and (freed_idom == idom).all() and (freed_order == order).all()
+    for name in ("_preorder", "_climbing", "_semi_nca", "_by_node", "_eval"):
+        loop = compiled._compiled.get(name)
+        monkeypatch.setitem(compiled._compiled, name, getattr(loop, "py_func", loop))
+    monkeypatch.setattr(dominators, "_eval", compiled._compiled["_eval"])
+    python_idom, python_order = dominator_tree(g.indptr, g.indices, roots)
+    assert (python_idom == idom).all() and (python_order == order).all() and (idom >= 0).sum() > 1000
 
 
 def test_the_compiled_and_numpy_breadth_first_agree(monkeypatch):

@@ -1,4 +1,4 @@
-"""The object graph's lookups on made-up data: a reference's node by its page (graph/build.py ``nodes_of``,
+"""The object graph's lookups on made-up data: a reference's node by its page (graph/lookup.py ``nodes_of``,
 against a plain ``searchsorted``), and a collectible type's LoaderAllocator by its loader heap
 (graph/collectible.py). Real cores: tests/samples/test_graph.py (against the DAC)."""
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import clrlayout.graph.build as build
-from clrlayout.graph.build import nodes_of
+import clrlayout.graph.lookup as lookup
+from clrlayout.graph.lookup import nodes_of
 from clrlayout.graph.collectible import allocators_of_types
 from clrlayout.runtime.loaderheaps import LoaderHeapBlock, allocator_span
 
@@ -38,10 +38,10 @@ def test_nodes_of_in_threads_equals_one(monkeypatch):
     addresses = np.unique(rng.integers(0, 1 << 36, 200_000).astype(np.uint64) & ~np.uint64(7))
     values = np.concatenate([addresses[rng.integers(0, len(addresses), 300_000)],
                              rng.integers(0, 1 << 36, 100_000).astype(np.uint64)])
-    monkeypatch.setattr(build, "_THREADED", 1000)
-    monkeypatch.setattr(build, "_THREADS", 2)
+    monkeypatch.setattr(lookup, "_THREADED", 1000)
+    monkeypatch.setattr(lookup, "_THREADS", 2)
     threaded = nodes_of(addresses, values, np.int32)
-    monkeypatch.setattr(build, "_THREADS", 1)
+    monkeypatch.setattr(lookup, "_THREADS", 1)
     assert (threaded == nodes_of(addresses, values, np.int32)).all()
     assert (threaded == _plain(addresses, values)).all() and (threaded >= 0).sum() >= 300_000
 
