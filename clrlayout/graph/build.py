@@ -88,8 +88,10 @@ class HeapGraph:
             return []
         slots, words = self.descs.slots(int(self.addresses[node]), self.method_table(node))
         keep = words != 0
-        slots, targets = slots[keep], PageIndex(self.addresses).nodes(words[keep]) if keep.any() else []
-        return [(int(s), int(t)) for s, t in zip(slots.tolist(), list(targets)) if t >= 0]
+        slots, words = slots[keep], words[keep]
+        at = np.minimum(np.searchsorted(self.addresses, words), max(self.count - 1, 0))  # a few: no page index
+        hit = self.addresses[at] == words if self.count else np.zeros(len(words), dtype=bool)
+        return [(int(s), int(t)) for s, t in zip(slots[hit].tolist(), at[hit].tolist())]
 
     def node(self, address: int) -> int | None:
         """The node of the object that starts at ``address`` (None: no object starts there)."""
