@@ -22,6 +22,7 @@ from clrlayout.graph.dominators import dominator_tree, releasing_dominator_tree,
 from clrlayout.graph.handles import read_handles
 from clrlayout.graph.reach import breadth_first
 from clrlayout.session import open_session
+from tests.support.cli import run
 from tests.support.samples import SAMPLES, manifest
 from tests.support.scripts import script
 
@@ -54,6 +55,34 @@ def test_every_reference_is_null_or_an_object_start(entry):
         shifted = [s.dump.memory.try_read_pointer(slot + half) for slot in slots]
         starts = sum(1 for w in shifted if w and g.node(w) is not None)
         assert starts < len(shifted) / 100
+
+
+@pytest.mark.parametrize("entry", manifest("graph") + manifest("types")[1:2], ids=lambda e: e["file"])
+def test_a_reference_to_no_object_is_a_finding_not_an_edge(entry, tmp_path, capsys):
+    """One reference slot overwritten with an address inside an object (not its start): the graph counts it
+    as a bad reference with its object, slot and value, drops only that edge, and the commands warn."""
+    path = SAMPLES / entry["file"]
+    with open_session(path) as s:
+        g = build_graph(s.heap_steps().windows(), s.mts, s.dump.memory)
+        source = next(v for v in range(g.count // 2, g.count) if len(g.reference_slots(v)) >= 2)
+        (slot, target), *_ = g.reference_slots(source)
+        value = int(g.addresses[target]) + s.dump.pointer_size  # inside the target, not its start
+        region = s.dump.memory.region_at(slot)
+        at = region.offset + slot - region.start
+        edges = g.edge_count
+    data = bytearray(path.read_bytes())
+    data[at : at + s.dump.pointer_size] = value.to_bytes(s.dump.pointer_size, "little")
+    broken = tmp_path / path.name
+    broken.write_bytes(data)
+    with open_session(broken) as s:
+        bad = build_graph(s.heap_steps().windows(), s.mts, s.dump.memory)
+    assert bad.bad_count == 1 and bad.edge_count == edges - 1
+    assert [(b.source, b.slot, b.value) for b in bad.bad] == [(int(g.addresses[source]), slot, value)]
+    assert bad.references(source).tolist() == g.references(source).tolist()[1:]
+    assert (bad.indices == np.delete(g.indices, g.indptr[source])).all()
+    kinds = "stacks" if entry["target"].endswith("types/Program.cs") else "handles"
+    code, _, err = run(capsys, "retained", broken, "--top", "1", "--roots", kinds)
+    assert code == 0 and "1 references point neither to null nor to the start of an object" in err
 
 
 def _chk_dominators(indptr, indices, roots):
