@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..util.allocator import release_freed
 from .compiled import jit as _jit
 
 
@@ -172,6 +173,7 @@ def releasing_dominator_tree(edges: list, roots: np.ndarray, release: bool) -> t
     vertex[0] = n
     count = int(_jit(_preorder)(indptr, indices, roots, dfnum, vertex, parent, cursor))
     del cursor
+    release_freed()  # freed arrays go back to the kernel between the phases (glibc keeps them otherwise)
     vertex = None  # made again from the numbers below: not kept while the reversed references are made
     parent = parent[:count].copy() if count < n // 2 else parent
     semi = parent[:count].copy()  # lowered below by earlier references and the virtual root
@@ -184,12 +186,15 @@ def releasing_dominator_tree(edges: list, roots: np.ndarray, release: bool) -> t
     if release:
         edges.clear()
     del indptr, indices
+    release_freed()
     vertex = np.empty(count, kind)
     _jit(_numbered)(dfnum, vertex)
     del dfnum
+    release_freed()
     idom = parent[:count].copy()
     _algorithm()(count, parent[:count], semi, rindptr, rindices, idom, np.arange(count, dtype=kind))
     del parent, semi, rindptr, rindices
+    release_freed()
     out = np.full(n, -1, kind)
     _jit(_by_node)(vertex, idom, count, out)
     return out, vertex[1:count]
@@ -225,10 +230,11 @@ def _accumulate(order, idom, retained, count):  # pragma: no cover - also compil
 
 def retained_sizes(idom: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(retained bytes, retained objects) of every node: its own plus its dominator subtree's (0 for a node
-    that is not reachable).  Every node comes after its dominator in ``order``: adding each to its dominator,
+    that is not reachable); 4-byte integers where the heap's bytes and nodes fit in them.  Every node comes after its dominator in ``order``: adding each to its dominator,
     last first, sums whole subtrees."""
     n = len(idom)
-    retained = np.zeros(n + 1, dtype=np.int64)
+    total = int(sizes.sum(dtype=np.uint64)) if len(sizes) else 0
+    retained = np.zeros(n + 1, dtype=np.uint32 if total < 2**32 else np.int64)  # at most the heap's bytes
     count = np.zeros(n + 1, dtype=idom.dtype)  # at most n
     retained[order] = sizes[order]
     count[order] = 1
@@ -312,6 +318,7 @@ def warm_up() -> None:
         idom, order = dominator_tree(indptr, indices, np.array([0]))
         for sizes in (np.uint32, np.int64):
             retained_sizes(idom, order, np.array([8, 16, 24], dtype=sizes))
+            retained_sizes(idom, order, np.array([8, 16, 2**32], dtype=sizes))  # 8-byte sums
         for kinds in (np.uint16, np.uint32):
             top_of_kind(idom, np.array([0, 1, 1], dtype=kinds))
         rindptr, rindices = reverse_graph(indptr, indices, 3)

@@ -12,8 +12,34 @@ from .reach import breadth_first, levels
 from .roots import Roots
 
 
-#: nodes summed at a time by type
+#: nodes summed (packed, unpacked) at a time
 _CHUNK = 1 << 20
+
+
+def pack_addresses(addresses: np.ndarray):
+    """Sorted object addresses in 4 bytes each: (where each run of the same upper 32 bits starts, those bits,
+    the lower 32 bits of each), a chunk at a time (no copy of 8 bytes a node). None for no address."""
+    if not len(addresses):
+        return None
+    low = np.empty(len(addresses), dtype=np.uint32)
+    starts, highs = [0], [int(addresses[0]) >> 32]
+    for lo in range(0, len(addresses), _CHUNK):
+        part = addresses[lo : lo + _CHUNK]
+        low[lo : lo + len(part)] = part & np.uint64(0xFFFFFFFF)
+        high = part >> np.uint64(32)
+        for i in np.flatnonzero(np.diff(high, prepend=np.uint64(highs[-1]))).tolist():
+            starts.append(lo + i)
+            highs.append(int(high[i]))
+    return starts + [len(addresses)], highs, low
+
+
+def unpack_addresses(starts: list, highs: list, low: np.ndarray) -> np.ndarray:
+    out = np.empty(len(low), dtype=np.uint64)
+    for a, b, high in zip(starts, starts[1:], highs):
+        for lo in range(a, b, _CHUNK):
+            hi = min(lo + _CHUNK, b)
+            out[lo:hi] = low[lo:hi].astype(np.uint64) | np.uint64(high << 32)
+    return out
 
 
 class ObjectGraph:
@@ -122,10 +148,17 @@ class ObjectGraph:
         if self._dominators is None:
             release = release and self.exclusive and self._parent is None
             edges = [self.indptr, self.indices]
+            packed = None
             if release:
                 self.indptr = self.indices = self.graph.indptr = self.graph.indices = self._reverse = None
+                packed = pack_addresses(self.graph.addresses)  # 4 bytes a node while the tree is made
+                if packed is not None:
+                    self.graph.addresses = None
+                release_freed()
             idom, order = releasing_dominator_tree(edges, self.root_nodes, release)
             del edges
+            if packed is not None:
+                self.graph.addresses = unpack_addresses(*packed)
             release_freed()  # the algorithm's scratch
             retained, count = retained_sizes(idom, order, self.graph.aligned)
             self._dominators = (idom, retained, count)

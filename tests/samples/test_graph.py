@@ -85,6 +85,27 @@ def test_a_reference_to_no_object_is_a_finding_not_an_edge(entry, tmp_path, caps
     assert code == 0 and "1 references point neither to null nor to the start of an object" in err
 
 
+def test_retained_freeing_the_references_answers_as_keeping_them(capsys):
+    """`retained` frees the graph's references once its dominator tree is made (and keeps the addresses in 4
+    bytes meanwhile): its objects and types are those of the graph that keeps everything."""
+    path = SAMPLES / manifest("graph")[0]["file"]
+    with open_session(path) as s:
+        og = s.object_graph(("handles", "finalizer"))
+        _, retained, count = og.dominators()
+        g = og.graph
+        by_type = {s.type_name(mt): row for mt, row in og.by_type().items()}
+        expect = {int(g.addresses[v]): (int(retained[v]), int(count[v])) for v in np.flatnonzero(og.live).tolist()}
+        live_bytes = int(g.aligned[og.live].sum())
+    got = _json(capsys, "retained", path, "--top", "50", "--roots", "handles,finalizer", "--format", "json")
+    assert got["live_objects"] == len(expect) and got["live_bytes"] == live_bytes
+    assert len(got["objects"]) == 50
+    for o in got["objects"]:
+        assert expect[int(o["address"], 16)] == (o["retained_size"], o["retained_count"])
+    assert [o["retained_size"] for o in got["objects"]] == sorted((r for r, _ in expect.values()), reverse=True)[:50]
+    for t in got["types"]:
+        assert by_type[t["name"]] == [t["count"], t["size"], t["retained_size"]]
+
+
 def _chk_dominators(indptr, indices, roots):
     """Cooper, Harvey and Kennedy's iterative algorithm ("A Simple, Fast Dominance Algorithm"): a second,
     independent implementation."""

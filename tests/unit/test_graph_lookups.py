@@ -61,3 +61,19 @@ def test_allocator_of_a_type_is_the_one_whose_heap_holds_its_method_table(past):
     mts = [0x7F00_0000_0ff8, 0x7F00_0001_0010, 0x7F00_0002_0000]  # in the first block, the second, none
     found = allocators_of_types(mts, blocks, natives, allocator_span())
     assert found == ({0x7F00_0000_0ff8: 0x7E00_0000_0028} if past < allocator_span() else {})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, (1 << 48) - 1), min_size=1, max_size=300), st.sampled_from([1, 3, 1 << 20]))
+def test_packed_addresses_unpack_to_themselves(values, chunk):
+    """While the dominator tree is made, the addresses are kept in 4 bytes each (graph/objectgraph.py): the
+    lower halves, and where each run of the same upper half starts."""
+    import clrlayout.graph.objectgraph as objectgraph
+
+    addresses = np.unique(np.array(values, dtype=np.uint64))
+    saved, objectgraph._CHUNK = objectgraph._CHUNK, chunk
+    try:
+        packed = objectgraph.pack_addresses(addresses)
+        assert packed[2].dtype == np.uint32 and (objectgraph.unpack_addresses(*packed) == addresses).all()
+    finally:
+        objectgraph._CHUNK = saved
