@@ -17,8 +17,10 @@ def graph_options(f):
 
 
 def _named(session, node_graph, node: int) -> dict:
-    address = int(node_graph.addresses[node])
-    mt = node_graph.method_table(node)
+    return _named_at(session, int(node_graph.addresses[node]), node_graph.method_table(node))
+
+
+def _named_at(session, address: int, mt: int) -> dict:
     return {"address": f"{address:#x}", "type": session.type_name(mt) or f"<unknown type, MT {mt:#x}>"}
 
 
@@ -171,24 +173,27 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
     import numpy as np
 
     from ..present.jsonout import dumps
+    from ..util.allocator import release_freed
 
     with _open(file, None, profile, heap, assemblies) as session:
         og = session.object_graph(kinds, exclusive=True)
         _preamble(session, quiet)
         g = og.graph
-        idom, retained_bytes, retained_count = og.dominators(release=True)
+        _, retained_bytes, retained_count = og.dominators(release=True)
         live = og.live
-        objects = []
-        for node in _largest(retained_bytes, top):
-            if not live[node]:
-                break
-            objects.append({**_named(session, g, node), "size": int(g.aligned[node]),
-                            "retained_size": int(retained_bytes[node]), "retained_count": int(retained_count[node])})
-        types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in og.by_type().items()}
+        largest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
+                    int(retained_count[node])) for node in _largest(retained_bytes, top) if live[node]]
+        by_type = og.by_type()
+        totals = {"live_objects": int(live.sum()), "live_bytes": int(np.sum(g.aligned, where=live, dtype=np.int64)),
+                  "roots": sorted({r.kind for r in og.roots.roots})}
+        del og, g, live, retained_bytes, retained_count  # the graph is this command's alone: freed before naming
+        release_freed()
+        objects = [{**_named_at(session, address, mt), "size": size, "retained_size": kept, "retained_count": count}
+                   for address, mt, size, kept, count in largest]
+        types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in by_type.items()}
         type_rows = sorted(({"name": n, "count": c, "size": s, "retained_size": r} for n, c, s, r in types.values()),
                            key=lambda r: (-r["retained_size"], r["name"]))[:top]
-        record = {"live_objects": int(live.sum()), "live_bytes": int(np.sum(g.aligned, where=live, dtype=np.int64)),
-                  "roots": sorted({r.kind for r in og.roots.roots}), "objects": objects, "types": type_rows}
+        record = {**totals, "objects": objects, "types": type_rows}
         if fmt == "json":
             out(dumps(record))
         elif by == "object":
