@@ -84,14 +84,19 @@ class HeapGraph:
     def reference_slots(self, node: int) -> list[tuple[int, int]]:
         """(slot address, target node) of each reference a node's object holds, in slot order (read again from
         the dump: the slots the graph's edges came from)."""
-        if self.descs is None:
-            return []
-        slots, words = self.descs.slots(int(self.addresses[node]), self.method_table(node))
-        keep = words != 0
-        slots, words = slots[keep], words[keep]
+        slots, words = self._held(node)
         at = np.minimum(np.searchsorted(self.addresses, words), max(self.count - 1, 0))  # a few: no page index
         hit = self.addresses[at] == words if self.count else np.zeros(len(words), dtype=bool)
         return [(int(s), int(t)) for s, t in zip(slots[hit].tolist(), at[hit].tolist())]
+
+    def _held(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """(slot address, word) of each non-null reference slot of a node's object, in slot order: the slots
+        its edges came from, the k-th edge from the k-th (read again from the dump)."""
+        if self.descs is None:
+            return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+        slots, words = self.descs.slots(int(self.addresses[node]), self.method_table(node))
+        held = words != 0
+        return slots[held], words[held]
 
     def node(self, address: int) -> int | None:
         """The node of the object that starts at ``address`` (None: no object starts there)."""
@@ -220,10 +225,10 @@ def _without_bad(graph: HeapGraph, at: np.ndarray, values: np.ndarray, limit: in
     counted and the first ``limit`` kept as findings, with the slot that holds it."""
     sources = np.searchsorted(graph.indptr, at, side="right") - 1
     bad = []
-    for s, v in zip(sources[:limit].tolist(), values[:limit].tolist()):
-        slots, words = graph.descs.slots(int(graph.addresses[s]), graph.method_table(s))
-        hit = np.flatnonzero(words == np.uint64(v))
-        bad.append(BadReference(int(graph.addresses[s]), int(slots[hit[0]]) if len(hit) else 0, int(v)))
+    for e, s, v in zip(at[:limit].tolist(), sources[:limit].tolist(), values[:limit].tolist()):
+        slots, _ = graph._held(s)
+        k = e - int(graph.indptr[s])  # the edge's place among its object's, and so its slot's
+        bad.append(BadReference(int(graph.addresses[s]), int(slots[k]) if k < len(slots) else 0, int(v)))
     keep = np.ones(len(graph.indices), dtype=bool)
     keep[at] = False
     lost = np.bincount(sources, minlength=graph.count)

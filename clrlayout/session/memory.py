@@ -58,7 +58,8 @@ class RuntimeMemory:
         self.require_exact("the object graph")
         key = tuple(sorted(kinds))
         cache = self.__dict__.setdefault("_graphs", {})
-        exclusive = exclusive and key not in cache  # one made before may be held elsewhere: not the caller's alone
+        # the caller's alone only when its heap graph is made for it: one made before may be held elsewhere
+        exclusive = exclusive and "_heap_graph" not in self.__dict__
         if key not in cache:
             if "_heap_graph" not in self.__dict__:
                 self.string_method_table()

@@ -106,6 +106,22 @@ def test_retained_freeing_the_references_answers_as_keeping_them(capsys):
         assert by_type[t["name"]] == [t["count"], t["size"], t["retained_size"]]
 
 
+def test_a_graph_handed_out_before_is_not_freed_by_an_exclusive_one():
+    """`exclusive` (what `retained` asks for) frees the references only of a heap graph made for that call: a
+    graph of other root kinds handed out before keeps its references and addresses."""
+    path = SAMPLES / manifest("graph")[0]["file"]
+    with open_session(path) as s:
+        mine = s.object_graph(("handles", "finalizer"), exclusive=True)
+        mine.dominators(release=True)
+        assert mine.indices is None and mine.graph.indices is None and mine.graph.addresses is not None
+    with open_session(path) as s:
+        held = s.object_graph(("handles",))
+        edges = held.indices.copy()
+        other = s.object_graph(("handles", "finalizer"), exclusive=True)
+        other.dominators(release=True)
+        assert other.indices is not None and (held.indices == edges).all() and held.graph.addresses is not None
+
+
 def _chk_dominators(indptr, indices, roots):
     """Cooper, Harvey and Kennedy's iterative algorithm ("A Simple, Fast Dominance Algorithm"): a second,
     independent implementation."""
