@@ -173,8 +173,8 @@ def releasing_dominator_tree(edges: list, roots: np.ndarray, release: bool) -> t
     vertex[0] = n
     count = int(_jit(_preorder)(indptr, indices, roots, dfnum, vertex, parent, cursor))
     del cursor
-    vertex = None  # made again from the numbers below: not kept while the reversed references are made
     release_freed()  # freed arrays go back to the kernel between the phases (glibc keeps them otherwise)
+    vertex = None  # made again from the numbers below; its memory, kept by glibc, holds the next arrays
     parent = parent[:count].copy() if count < n // 2 else parent
     semi = parent[:count].copy()  # lowered below by earlier references and the virtual root
     rindptr = np.zeros(count + 1, dtype=np.int32 if len(indices) < 2**31 else np.int64)  # as the graph's
