@@ -1,8 +1,9 @@
-"""The fixtures every tier shares, and the tiers as markers: a test is marked with its folder's tier (``unit``,
-``samples``, ``oracle``), and with ``oracle`` wherever it is when it asks for a real runtime (a fixture of
-:data:`ORACLE_FIXTURES`) or is marked ``live`` or ``dac``.  ``pytest -m "not oracle"`` runs the first two.
-``slow`` marks the exhaustive sweeps and a per-sample test's runs on the samples outside the quick set
-(tests/support/samples.py): ``pytest -m "not oracle and not slow"`` is the quick loop."""
+"""The fixtures every tier shares, and the tiers as markers.  A test is marked with its folder's tier
+(``unit``, ``samples``, ``oracle``), and with ``oracle`` wherever it is when it belongs to the long tier: it
+asks for a real runtime (a fixture of :data:`ORACLE_FIXTURES`), is marked ``live`` or ``dac``, or is ``slow``:
+an exhaustive sweep, or a per-sample test's run on a sample outside the quick set (tests/support/samples.py).
+``pytest -m "not oracle"`` is the quick loop (unit, and the samples tier on the quick set); ``pytest`` runs
+everything (CI)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = item.path.parent.name
         tier = folder if folder in TIERS else "samples"
-        if ORACLE_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("live") \
-                or item.get_closest_marker("dac"):
-            tier = "oracle"
-        item.add_marker(getattr(pytest.mark, tier))
         if any(not is_quick_sample(name) for name in _sample_names(item)):
             item.add_marker(pytest.mark.slow)
+        if ORACLE_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("live") \
+                or item.get_closest_marker("dac") or item.get_closest_marker("slow"):
+            tier = "oracle"
+        item.add_marker(getattr(pytest.mark, tier))
 
 
 def _sample_names(item) -> list[str]:

@@ -1,10 +1,22 @@
 """The graph's loops compiled by numba when it is installed, each once (and kept in numba's cache, which the
-wheel ships compiled: hatch_build.py runs :func:`clrlayout.graph.dominators.warm_up`), else run as Python."""
+wheel ships compiled: hatch_build.py runs :func:`clrlayout.graph.dominators.warm_up`), else run as Python.
+A small graph's loops run as Python in a process that has not loaded numba yet: loading numba and the
+compiled loops takes about 0.4 s, more than the loops over a few thousand objects (a fleet analyses each
+dump in a process of its own)."""
 
 from __future__ import annotations
 
+import sys
+
 #: each loop compiled once, by its name
 _compiled: dict = {}
+#: a graph of fewer nodes than this runs its loops as Python where numba is not loaded yet
+INTERPRETED_BELOW = 20_000
+
+
+def interpreted(size: int | None) -> bool:
+    """Whether the loops over a graph of ``size`` nodes run as Python though numba is installed."""
+    return size is not None and size < INTERPRETED_BELOW and "numba" not in sys.modules
 
 
 def have_numba() -> bool:
@@ -15,8 +27,11 @@ def have_numba() -> bool:
     return True
 
 
-def jit(function):
-    """``function`` compiled by numba when it is installed (once), else as it is."""
+def jit(function, size: int | None = None):
+    """``function`` compiled by numba when it is installed (once), else as it is; as it is too for a graph of
+    ``size`` nodes that :func:`interpreted` runs as Python."""
+    if interpreted(size):
+        return function
     if function.__name__ not in _compiled:
         if have_numba():
             import numba

@@ -143,12 +143,15 @@ def _by_node(vertex, idom, count, out):  # pragma: no cover - also compiled
         out[vertex[i]] = vertex[d] if d > 0 else n
 
 
-def _algorithm():
-    """The compiled loops when numba is installed, else the Python ones; the helper first: the algorithm
-    calls the compiled one (numba resolves globals when it compiles)."""
+def _algorithm(size: int):
+    """The compiled loops when numba is installed (and the graph of ``size`` nodes is not run as Python),
+    else the Python ones; the helper first: the compiled algorithm calls the compiled helper (numba resolves
+    globals when it compiles)."""
     global _eval
-    _eval = _jit(_eval)
-    return _jit(_semi_nca)
+    algorithm = _jit(_semi_nca, size)
+    if algorithm is not _semi_nca:
+        _eval = _jit(_eval)
+    return algorithm
 
 
 def dominator_tree(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -171,14 +174,14 @@ def releasing_dominator_tree(edges: list, roots: np.ndarray, release: bool) -> t
     parent = np.empty(n + 1, kind)
     cursor = np.empty(n, indptr.dtype)
     vertex[0] = n
-    count = int(_jit(_preorder)(indptr, indices, roots, dfnum, vertex, parent, cursor))
+    count = int(_jit(_preorder, n)(indptr, indices, roots, dfnum, vertex, parent, cursor))
     del cursor
     release_freed()  # freed arrays go back to the kernel between the phases (glibc keeps them otherwise)
     vertex = None  # made again from the numbers below; its memory, kept by glibc, holds the next arrays
     parent = parent[:count].copy() if count < n // 2 else parent
     semi = parent[:count].copy()  # lowered below by earlier references and the virtual root
     rindptr = np.zeros(count + 1, dtype=np.int32 if len(indices) < 2**31 else np.int64)  # as the graph's
-    climbing = _jit(_climbing)
+    climbing = _jit(_climbing, n)
     climbing(indptr, indices, roots, dfnum, semi, rindptr, np.empty(0, kind), False)
     np.cumsum(rindptr, out=rindptr)
     rindices = np.empty(int(rindptr[-1]), kind)
@@ -188,15 +191,15 @@ def releasing_dominator_tree(edges: list, roots: np.ndarray, release: bool) -> t
     del indptr, indices
     release_freed()
     vertex = np.empty(count, kind)
-    _jit(_numbered)(dfnum, vertex)
+    _jit(_numbered, n)(dfnum, vertex)
     del dfnum
     release_freed()
     idom = parent[:count].copy()
-    _algorithm()(count, parent[:count], semi, rindptr, rindices, idom, np.arange(count, dtype=kind))
+    _algorithm(n)(count, parent[:count], semi, rindptr, rindices, idom, np.arange(count, dtype=kind))
     del parent, semi, rindptr, rindices
     release_freed()
     out = np.full(n, -1, kind)
-    _jit(_by_node)(vertex, idom, count, out)
+    _jit(_by_node, n)(vertex, idom, count, out)
     return out, vertex[1:count]
 
 
@@ -206,7 +209,7 @@ def reverse_graph(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.n
     rindptr = np.zeros(n + 1, dtype=indptr.dtype)
     rindptr[1:] = np.cumsum(np.bincount(indices, minlength=n))
     rindices = np.empty(len(indices), dtype=indices.dtype)
-    _jit(_reverse)(indptr, indices, n, rindptr, rindices)
+    _jit(_reverse, n)(indptr, indices, n, rindptr, rindices)
     return rindptr, rindices
 
 
@@ -238,7 +241,7 @@ def retained_sizes(idom: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> tu
     count = np.zeros(n + 1, dtype=idom.dtype)  # at most n
     retained[order] = sizes[order]
     count[order] = 1
-    _jit(_accumulate)(order, idom, retained, count)
+    _jit(_accumulate, n)(order, idom, retained, count)
     return retained[:n], count[:n]
 
 
@@ -301,9 +304,9 @@ def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     kind = np.int32 if n + 2 < 2**31 else np.int64  # node numbers: 4 bytes each where they fit
     children_ptr = np.zeros(n + 2, dtype=kind)
     children = np.empty(int((idom >= 0).sum()), dtype=kind)
-    _jit(_children)(idom, children_ptr, children)
+    _jit(_children, n)(idom, children_ptr, children)
     kind_count = int(kinds.max(initial=0)) + 1
-    return _jit(_tops)(children_ptr, children, n, kinds, kind_count, idom)
+    return _jit(_tops, n)(children_ptr, children, n, kinds, kind_count, idom)
 
 
 def warm_up() -> None:

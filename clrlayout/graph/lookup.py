@@ -24,11 +24,11 @@ class PageIndex:
     def __init__(self, addresses: np.ndarray):
         self.addresses = addresses
         shift = np.uint64(_PAGE_SHIFT)
-        count = jit(_count_pages)(addresses, shift) if len(addresses) else 0
+        count = jit(_count_pages, len(addresses))(addresses, shift) if len(addresses) else 0
         self.pages = np.empty(count, dtype=np.uint64)
         self.bounds = np.empty(count + 1, dtype=np.int64)
         if count:
-            jit(_fill_pages)(addresses, shift, self.pages, self.bounds)
+            jit(_fill_pages, len(addresses))(addresses, shift, self.pages, self.bounds)
 
     def nodes(self, values: np.ndarray, itype=np.int64, out: np.ndarray | None = None) -> np.ndarray:
         """The node of the object that starts at each of ``values`` (-1: none does), of type ``itype``
@@ -37,7 +37,7 @@ class PageIndex:
         if not len(self.pages):
             out[:] = -1
             return out
-        kernel, shift = jit(_nodes_of), np.uint64(_PAGE_SHIFT)
+        kernel, shift = jit(_nodes_of, len(self.addresses)), np.uint64(_PAGE_SHIFT)
         parts = _THREADS if len(values) >= _THREADED else 1
         if parts == 1:
             kernel(self.addresses, self.pages, self.bounds, values, shift, out)

@@ -72,13 +72,18 @@ def test_the_quickstart_command_runs(capsys, monkeypatch, command):
     assert capsys.readouterr().out.count("\n") > 10
 
 
+#: (exit code, output lines) of each example's command, run once however many pages show it
+_OUTPUTS: dict = {}
+
+
 @pytest.mark.parametrize("command,expected", EXAMPLES, ids=[c for c, _ in EXAMPLES])
 def test_readme_example_is_real_output(capsys, monkeypatch, command, expected):
-    monkeypatch.chdir(ROOT)
-    args = shlex.split(command)[1:]
-    code = main(args)
+    if command not in _OUTPUTS:
+        monkeypatch.chdir(ROOT)
+        code = main(shlex.split(command)[1:])
+        _OUTPUTS[command] = code, capsys.readouterr().out.rstrip("\n").splitlines()
+    code, got = _OUTPUTS[command]
     assert code == 0
-    got = capsys.readouterr().out.rstrip("\n").splitlines()
     assert _matches(got, expected.rstrip("\n").splitlines()), "\n".join(got)
 
 

@@ -198,6 +198,7 @@ def test_the_python_and_compiled_algorithms_agree(monkeypatch):
     import clrlayout.graph.compiled as compiled
     import clrlayout.graph.dominators as dominators
 
+    monkeypatch.setattr(compiled, "interpreted", lambda size: False)  # compiled, however small the graph
     g, _ = _graph(SAMPLES / "types.coreclr-10.0.0.linux-x64.core")
     roots = np.arange(0, g.count, 11)
     idom, order = dominator_tree(g.indptr, g.indices, roots)
@@ -227,6 +228,7 @@ def test_the_compiled_and_numpy_breadth_first_agree(monkeypatch):
     expect = np.zeros(g.count + 1, dtype=np.int64)
     np.cumsum(np.bincount(g.indices, minlength=g.count), out=expect[1:])
     assert (rindptr == expect).all() and (rindices == sources[np.argsort(g.indices, kind="stable")]).all()
+    monkeypatch.setattr(reach.compiled, "interpreted", lambda size: False)  # compiled, however small the graph
     compiled = reach.breadth_first(g.indptr, g.indices, roots)
     back = [np.full(g.count, -1, np.int64) for _ in range(4)]
     back[0][7] = 7
@@ -450,7 +452,7 @@ def test_the_live_set_from_the_dacs_handles(graph_cores):
 def test_retained_by_type_counts_no_object_twice(entry):
     """A type's retained bytes: its objects' retained sizes, but for those dominated by another of the type
     (found here by climbing each object's dominators); one walk of the tree does it (compiled and not)."""
-    from clrlayout.graph.dominators import _tops, top_of_kind
+    from clrlayout.graph.dominators import top_of_kind
 
     with open_session(SAMPLES / entry["file"]) as s:
         kinds = ("stacks",) if entry["target"].endswith("types/Program.cs") else ("handles", "finalizer")
@@ -471,15 +473,13 @@ def test_retained_by_type_counts_no_object_twice(entry):
                 expect[mt] = expect.get(mt, 0) + int(retained[v])
         assert {mt: row[2] for mt, row in og.by_type().items() if row[2]} == {m: r for m, r in expect.items() if r}
         _, kinds_of = np.unique(g.method_tables, return_inverse=True)
-        compiled = top_of_kind(idom, kinds_of)
-        import clrlayout.graph.compiled as dominators
+        import clrlayout.graph.compiled as loops
 
-        saved = dominators._compiled.get("_tops")
-        try:
-            dominators._compiled["_tops"] = _tops  # the Python walk
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(loops, "interpreted", lambda size: False)  # compiled, however small the graph
+            compiled = top_of_kind(idom, kinds_of)
+            patch.setattr(loops, "interpreted", lambda size: True)  # the Python walk
             assert (top_of_kind(idom, kinds_of) == compiled).all()
-        finally:
-            dominators._compiled["_tops"] = saved
 
 
 def test_thread_statics_are_roots_on_net10(graph_cores):

@@ -19,8 +19,9 @@ from clrlayout.session import open_session
 from clrlayout.limits import limits_from_env
 from clrlayout.runtime.profiles import select_profile
 
-#: every test here runs shared walks in several processes: slow (pytest -m "not slow" leaves them out)
-pytestmark = pytest.mark.slow
+#: the tests here run shared walks in several processes: slow (tier 3), but for the findings' order on a
+#: synthetic heap, the quick loop's check of the shared walk
+slow = pytest.mark.slow
 
 
 SMALL_WINDOWS = "scan_window=4K"  # many steps even in a small dump, so that both processes take several
@@ -77,6 +78,7 @@ def anomalous_dump(tmp_path):
 DUMP_FORMATS = [["--format", "table"], ["--format", "jsonl"], ["--format", "csv"], ["--format", "jsonl", "--min-length", "9"]]
 
 
+@slow
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
 @pytest.mark.parametrize("fmt", DUMP_FORMATS, ids=lambda f: " ".join(f))
 def test_dump_shared_equals_serial(sample, fmt):
@@ -88,6 +90,7 @@ def test_dump_shared_equals_serial(sample, fmt):
     assert shared == serial
 
 
+@slow
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()][::3])
 @pytest.mark.parametrize("jobs", [3, 8])
 def test_many_processes_equal_serial(sample, jobs):
@@ -99,6 +102,7 @@ def test_many_processes_equal_serial(sample, jobs):
         assert run(args, jobs) == serial
 
 
+@slow
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
 def test_stats_shared_equals_serial(sample):
     path = SAMPLES / sample
@@ -139,6 +143,7 @@ def clean_dump_with_stale_tail(tmp_path):
     return path
 
 
+@slow
 def test_clean_heap_gives_no_warning_with_one_or_two_processes(tmp_path):
     """No finding on a clean heap whose segment is followed by stale objects, with --strict, and the same
     bytes on stdout and stderr whatever the number of processes, run after run."""
@@ -172,6 +177,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@slow
 @pytest.mark.parametrize("jobs", [2, 4])
 @pytest.mark.parametrize("where", ["_walk", "_render"])
 @pytest.mark.parametrize("fmt", ["jsonl", "table"])
@@ -207,6 +213,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@slow
 @pytest.mark.parametrize("jobs", [2, 4])
 @pytest.mark.parametrize("fmt", ["jsonl", "table"])
 def test_wrong_guesses_are_walked_again(fmt, jobs, tmp_path):
@@ -220,6 +227,7 @@ def test_wrong_guesses_are_walked_again(fmt, jobs, tmp_path):
         assert run(args, jobs, code=WRONG_GUESSES) == run(args, 1)
 
 
+@slow
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()])
 def test_guesses_on_real_heaps(sample):
     """Where a window's walk is guessed to start is nearly always where the real walk enters it (a guess
@@ -269,6 +277,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@slow
 @pytest.mark.parametrize("jobs", [2, 3])
 @pytest.mark.parametrize("fmt", ["jsonl", "table"])
 def test_windows_walked_twice_are_taken_once(fmt, jobs, tmp_path):
@@ -285,6 +294,7 @@ def test_windows_walked_twice_are_taken_once(fmt, jobs, tmp_path):
         assert 2 <= len(claimed) <= windows(path) and claimed == list(range(len(claimed)))
 
 
+@slow
 @pytest.mark.parametrize("sample", [m["file"] for m in manifest()][:2])
 def test_progress_counts_the_heap_once(sample):
     """The progress bar's bytes: each window's walk is counted once, whichever process walked it, so two
@@ -320,6 +330,7 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.parametrize("fmt, tty, rows_on_tty, extra, shown", [
     ("table", True, False, [], True), ("jsonl", True, False, [], False), ("table", False, False, [], False),
     ("table", True, True, [], False), ("table", True, True, ["--limit", "500"], False)])
+@slow
 def test_progress_bar_only_on_a_terminal_and_for_tables(fmt, tty, rows_on_tty, extra, shown):
     """The bar (bytes, strings, rate) goes to stderr when it is a terminal and the output is a table;
     never with JSON Lines, never into a pipe, and never while the rows go to the same terminal (a row
