@@ -37,17 +37,15 @@ def broken(tmp_path_factory):
     (d / "empty.dmp").write_bytes(b"")
     (d / "no-dumps").mkdir()
     (d / "no-dumps" / "notes.txt").write_text("not a dump")
-    os.mkfifo(d / "hangs.core")  # opening it for reading blocks until a writer comes: never
     return [(str(d / "truncated.core"), "truncated-dump"), (str(d / "garbage.dmp"), "unsupported-dump"),
             (str(d / "empty.dmp"), "truncated-dump"), (str(d / "no-dumps"), "no-dumps"),
-            (str(d / "hangs.core"), "timeout"), (str(d / "missing.dmp"), "no-such-file")]
+            (str(d / "missing.dmp"), "no-such-file")]
 
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory, broken):
     out = tmp_path_factory.mktemp("fleet") / "out"
-    items = [str(SAMPLES)] + [p for p, _ in broken]
-    summary = fleet.run(items, str(out), workers=2, limits=Limits(timeout=5.0))
+    summary = fleet.run([str(SAMPLES)] + [p for p, _ in broken], str(out), workers=2, limits=LIMITS)
     return out, summary
 
 
@@ -70,7 +68,18 @@ def test_every_input_has_its_row(local_run, broken):
         assert row["exact"] and row["objects"] > 500
         assert row["sha256"] == __import__("hashlib").sha256(open(path, "rb").read()).hexdigest()
         assert row["size"] == os.path.getsize(path)
-    assert rows[str(broken[4][0])]["seconds"] >= 5.0  # the hanging input: stopped at --timeout, not before
+
+
+def test_a_hanging_input_costs_its_row(tmp_path, broken):
+    """An input that never answers is stopped at the time limit, not before, and costs its row only."""
+    os.mkfifo(tmp_path / "hangs.core")  # opening it for reading blocks until a writer comes: never
+    out = tmp_path / "out"
+    summary = fleet.run([str(tmp_path / "hangs.core"), broken[1][0]], str(out), workers=2, limits=Limits(timeout=2.0))
+    rows = {r["path"]: r for r in table(out, "dumps")}
+    assert (summary.inputs, summary.errors) == (2, 2)
+    assert rows[str(tmp_path / "hangs.core")]["error_code"] == "timeout"
+    assert rows[str(tmp_path / "hangs.core")]["seconds"] >= 2.0  # stopped at the limit, not before
+    assert rows[broken[1][0]]["error_code"] == "unsupported-dump"
 
 
 def test_types_rows_are_stats(local_run, capsys):
@@ -182,7 +191,7 @@ def test_dask_cluster_gives_the_same_tables(local_run, broken, tmp_path):
     out, _ = local_run
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         summary = fleet.run([str(SAMPLES)] + [p for p, _ in broken], str(tmp_path / "dask"),
-                            scheduler=cluster.scheduler_address, limits=Limits(timeout=5.0))
+                            scheduler=cluster.scheduler_address, limits=LIMITS)
     assert summary.errors == len(broken)
     for name in ("dumps", "types", "memory"):
         local, remote = table(out, name), table(tmp_path / "dask", name)

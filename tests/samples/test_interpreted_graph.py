@@ -16,6 +16,8 @@ from tests.support.cli import run
 from tests.support.samples import SAMPLES
 
 GRAPHS = ["graph.coreclr-10.0.0.linux-x64.core", "leak.coreclr-10.0.0.linux-x64.after.core"]
+#: the quick loop checks the graph sample; the leak sample is tier 3
+PARAMS = [GRAPHS[0], pytest.param(GRAPHS[1], marks=pytest.mark.slow)]
 
 
 def _outputs(capsys, path) -> list:
@@ -32,7 +34,7 @@ def _outputs(capsys, path) -> list:
     return out
 
 
-@pytest.mark.parametrize("name", GRAPHS)
+@pytest.mark.parametrize("name", PARAMS)
 def test_interpreted_loops_answer_as_the_compiled_ones(name, capsys, monkeypatch):
     path = SAMPLES / name
     monkeypatch.setattr(compiled, "interpreted", lambda size: False)

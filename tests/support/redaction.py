@@ -53,15 +53,33 @@ def heap_only_values(path) -> list[bytes]:
                     values.add(bytes(data))
         regions = list(session.dump.memory.iter_regions())
     raw = path.read_bytes()
+    # the file's bytes that hold heap memory; a value is only in the heap if it starts nowhere else
+    inside = sorted((r.offset + max(lo, r.start) - r.start, r.offset + min(hi, r.start + r.size) - r.start)
+                    for r in regions for lo, hi in segments if max(lo, r.start) < min(hi, r.start + r.size))
+    outside, at = [], 0
+    for lo, hi in inside:
+        if lo > at:
+            outside.append((at, lo))
+        at = max(at, hi)
+    outside.append((at, len(raw)))
 
     def only_in_heap(value: bytes) -> bool:
-        at = raw.find(value)
-        while at >= 0:
-            region = next((r for r in regions if r.offset <= at < r.offset + r.size), None)
-            address = None if region is None else region.start + at - region.offset
-            if address is None or not any(lo <= address < hi for lo, hi in segments):
-                return False
-            at = raw.find(value, at + 1)
-        return True
+        return all(raw.find(value, lo, hi + len(value) - 1) < 0 for lo, hi in outside)
 
     return [v for v in values if only_in_heap(v)]
+
+
+def found_in(values: list[bytes], data: bytes) -> list[bytes]:
+    """The ``values`` (each of at least 8 bytes) that occur in ``data``: those whose first 8 bytes occur at
+    some offset (found with numpy for all values at once), then each of these searched for."""
+    import numpy as np
+
+    firsts = np.array([int.from_bytes(v[:8], "little") for v in values], dtype=np.uint64)
+    known = np.unique(firsts)
+    hits = []
+    for k in range(8):  # the 8-byte words at offsets k, k + 8, k + 16, ...
+        words = np.frombuffer(data, dtype="<u8", offset=k, count=(len(data) - k) // 8)
+        at = np.minimum(np.searchsorted(known, words), len(known) - 1)
+        hits.append(words[known[at] == words])
+    seen = np.isin(firsts, np.concatenate(hits))
+    return [v for v, maybe in zip(values, seen) if maybe and v in data]
