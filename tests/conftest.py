@@ -2,13 +2,14 @@
 (``unit``, ``samples``, ``oracle``), and with ``oracle`` wherever it is when it belongs to the long tier: it
 asks for a real runtime (a fixture of :data:`ORACLE_FIXTURES`), is marked ``live`` or ``dac``, or is ``slow``:
 an exhaustive sweep, or a per-sample test's run on a sample outside the quick set (tests/support/samples.py).
-``pytest -m "not oracle"`` is the quick loop (unit, and the samples tier on the quick set); ``pytest`` runs
-everything (CI)."""
+``pytest -m "not oracle"`` is the quick loop (unit, and the samples tier on the quick set), run in one
+process per core (:func:`pytest_cmdline_main`); ``pytest`` runs everything (CI), in one process."""
 
 from __future__ import annotations
 
 import json
 import lzma
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,23 @@ TIERS = ("unit", "samples", "oracle")
 #: (the fixtures that make fresh dumps all ask for target_build; a test that downloads a runtime itself is
 #: marked oracle where it is written)
 ORACLE_FIXTURES = {"target_build", "python_host_core"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """A run that leaves tier 3 out (``-m "not oracle"``) runs in one process per core, four at most, with
+    pytest-xdist (the test extra), unless ``-n`` says otherwise: its tests share nothing but the read-only
+    samples.  A run with tier 3 stays in one process: its fixtures download runtimes and make fresh dumps,
+    once."""
+    option = config.option
+    if getattr(option, "numprocesses", "absent") is not None or hasattr(config, "workerinput"):
+        return  # -n given, xdist not loaded (-p no:xdist), or an xdist worker
+    if "not oracle" not in (option.markexpr or "") or option.collectonly or option.usepdb:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores > 1:
+        option.numprocesses = min(4, cores)
+        option.dist = "worksteal"  # a worker that runs out takes tests from the other's queue
 
 
 def pytest_collection_modifyitems(config, items):

@@ -22,7 +22,7 @@ REDACTED = ["graph.coreclr-10.0.0.linux-x64.core", "types.coreclr-8.0.4.win-x64.
             "strings.coreclr-2.1.8.win-x86.dmp", "strings.coreclr-2.2.5.linux-x64-svr.core",
             "strings.coreclr-10.0.13.linux-x64-singlefile.core"]
 GRAPH = "graph.coreclr-10.0.0.linux-x64.core"
-#: the quick loop's (-m "not slow"): a Linux core with the object graph and an x86 minidump
+#: the quick loop's (-m "not oracle"): a Linux core with the object graph and an x86 minidump
 QUICK = {GRAPH, "types.coreclr-3.1.23.win-x86.dmp"}
 PARAMS = [pytest.param(n, marks=() if n in QUICK else pytest.mark.slow) for n in REDACTED]
 ROOTS = ("--roots", "handles,finalizer")

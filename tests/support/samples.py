@@ -19,7 +19,7 @@ SAMPLES = REPO / "sample_dumps"
 DATA = REPO / "tests" / "data"
 
 
-#: the strings samples the quick loop (-m "not slow") checks each per-sample test on: each runtime (2.1, 2.2,
+#: the strings samples the quick loop (-m "not oracle") checks each per-sample test on: each runtime (2.1, 2.2,
 #: 3.1, 8, 10), each format and architecture, both GC flavors, the single-file app; the others are ``slow``
 QUICK_SAMPLES = {"strings.coreclr-2.1.8.win-x86.dmp", "strings.coreclr-2.2.5.linux-x64-svr.core",
                  "strings.coreclr-3.1.23.linux-x64.core", "strings.coreclr-3.1.23.win-x86-svr.dmp",
