@@ -10,12 +10,13 @@ import sys
 
 #: each loop compiled once, by its name
 _compiled: dict = {}
-#: a graph of fewer nodes than this runs its loops as Python where numba is not loaded yet
+#: a loop over fewer items than this (a graph's nodes, and its edges where the loop follows them) runs as
+#: Python where numba is not loaded yet
 INTERPRETED_BELOW = 20_000
 
 
 def interpreted(size: int | None) -> bool:
-    """Whether the loops over a graph of ``size`` nodes run as Python though numba is installed."""
+    """Whether a loop over ``size`` items (nodes, edges) runs as Python though numba is installed."""
     return size is not None and size < INTERPRETED_BELOW and "numba" not in sys.modules
 
 
@@ -28,8 +29,8 @@ def have_numba() -> bool:
 
 
 def jit(function, size: int | None = None):
-    """``function`` compiled by numba when it is installed (once), else as it is; as it is too for a graph of
-    ``size`` nodes that :func:`interpreted` runs as Python."""
+    """``function`` compiled by numba when it is installed (once), else as it is; as it is too for a loop over
+    ``size`` items that :func:`interpreted` runs as Python."""
     if interpreted(size):
         return function
     if function.__name__ not in _compiled:

@@ -144,7 +144,7 @@ def _by_node(vertex, idom, count, out):  # pragma: no cover - also compiled
 
 
 def _algorithm(size: int):
-    """The compiled loops when numba is installed (and the graph of ``size`` nodes is not run as Python),
+    """The compiled loops when numba is installed (and a graph of ``size`` nodes and edges is not run as Python),
     else the Python ones; the helper first: the compiled algorithm calls the compiled helper (numba resolves
     globals when it compiles)."""
     global _eval
@@ -174,14 +174,14 @@ def releasing_dominator_tree(edges: list, roots: np.ndarray, release: bool) -> t
     parent = np.empty(n + 1, kind)
     cursor = np.empty(n, indptr.dtype)
     vertex[0] = n
-    count = int(_jit(_preorder, n)(indptr, indices, roots, dfnum, vertex, parent, cursor))
+    count = int(_jit(_preorder, n + len(indices))(indptr, indices, roots, dfnum, vertex, parent, cursor))
     del cursor
     release_freed()  # freed arrays go back to the kernel between the phases (glibc keeps them otherwise)
     vertex = None  # made again from the numbers below; its memory, kept by glibc, holds the next arrays
     parent = parent[:count].copy() if count < n // 2 else parent
     semi = parent[:count].copy()  # lowered below by earlier references and the virtual root
     rindptr = np.zeros(count + 1, dtype=np.int32 if len(indices) < 2**31 else np.int64)  # as the graph's
-    climbing = _jit(_climbing, n)
+    climbing = _jit(_climbing, n + len(indices))
     climbing(indptr, indices, roots, dfnum, semi, rindptr, np.empty(0, kind), False)
     np.cumsum(rindptr, out=rindptr)
     rindices = np.empty(int(rindptr[-1]), kind)
@@ -195,7 +195,8 @@ def releasing_dominator_tree(edges: list, roots: np.ndarray, release: bool) -> t
     del dfnum
     release_freed()
     idom = parent[:count].copy()
-    _algorithm(n)(count, parent[:count], semi, rindptr, rindices, idom, np.arange(count, dtype=kind))
+    semi_nca = _algorithm(count + len(rindices))
+    semi_nca(count, parent[:count], semi, rindptr, rindices, idom, np.arange(count, dtype=kind))
     del parent, semi, rindptr, rindices
     release_freed()
     out = np.full(n, -1, kind)
@@ -209,7 +210,7 @@ def reverse_graph(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.n
     rindptr = np.zeros(n + 1, dtype=indptr.dtype)
     rindptr[1:] = np.cumsum(np.bincount(indices, minlength=n))
     rindices = np.empty(len(indices), dtype=indices.dtype)
-    _jit(_reverse, n)(indptr, indices, n, rindptr, rindices)
+    _jit(_reverse, n + len(indices))(indptr, indices, n, rindptr, rindices)
     return rindptr, rindices
 
 

@@ -37,7 +37,7 @@ class PageIndex:
         if not len(self.pages):
             out[:] = -1
             return out
-        kernel, shift = jit(_nodes_of, len(self.addresses)), np.uint64(_PAGE_SHIFT)
+        kernel, shift = jit(_nodes_of, len(self.addresses) + len(values)), np.uint64(_PAGE_SHIFT)
         parts = _THREADS if len(values) >= _THREADED else 1
         if parts == 1:
             kernel(self.addresses, self.pages, self.bounds, values, shift, out)

@@ -44,7 +44,7 @@ def levels(indptr: np.ndarray, indices: np.ndarray, parent: np.ndarray, dist: np
     """Breadth-first from ``frontier`` (sorted nodes, already in ``parent``): for each node reached, the node
     that reached it first (``parent``) and its level (``dist``: 1 for the frontier's neighbours)."""
     dist[frontier] = 0
-    small = None if compiled.interpreted(len(parent)) or not have_numba() else jit(_small_levels)
+    small = None if compiled.interpreted(len(parent) + len(indices)) or not have_numba() else jit(_small_levels)
     level = 0
     while len(frontier):
         if small is not None and len(frontier) <= NUMPY_LEVEL:
