@@ -234,8 +234,8 @@ def _accumulate(order, idom, retained, count):  # pragma: no cover - also compil
 
 def retained_sizes(idom: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(retained bytes, retained objects) of every node: its own plus its dominator subtree's (0 for a node
-    that is not reachable); 4-byte integers where the heap's bytes and nodes fit in them.  Every node comes after its dominator in ``order``: adding each to its dominator,
-    last first, sums whole subtrees."""
+    that is not reachable); 4-byte integers where the heap's bytes and nodes fit in them.  Every node comes
+    after its dominator in ``order``: adding each to its dominator, last first, sums whole subtrees."""
     n = len(idom)
     total = int(sizes.sum(dtype=np.uint64)) if len(sizes) else 0
     retained = np.zeros(n + 1, dtype=np.uint32 if total < 2**32 else np.int64)  # at most the heap's bytes

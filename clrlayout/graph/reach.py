@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import compiled
-from .compiled import have_numba, jit
+from .compiled import jit
 
 
 def gather(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -44,7 +43,9 @@ def levels(indptr: np.ndarray, indices: np.ndarray, parent: np.ndarray, dist: np
     """Breadth-first from ``frontier`` (sorted nodes, already in ``parent``): for each node reached, the node
     that reached it first (``parent``) and its level (``dist``: 1 for the frontier's neighbours)."""
     dist[frontier] = 0
-    small = None if compiled.interpreted(len(parent) + len(indices)) or not have_numba() else jit(_small_levels)
+    small = jit(_small_levels, len(parent) + len(indices))
+    if small is _small_levels:  # run as Python: a level at a time with numpy instead
+        small = None
     level = 0
     while len(frontier):
         if small is not None and len(frontier) <= NUMPY_LEVEL:

@@ -228,12 +228,14 @@ def test_the_compiled_and_numpy_breadth_first_agree(monkeypatch):
     expect = np.zeros(g.count + 1, dtype=np.int64)
     np.cumsum(np.bincount(g.indices, minlength=g.count), out=expect[1:])
     assert (rindptr == expect).all() and (rindices == sources[np.argsort(g.indices, kind="stable")]).all()
-    monkeypatch.setattr(reach.compiled, "interpreted", lambda size: False)  # compiled, however small the graph
+    import clrlayout.graph.compiled as loops
+
+    monkeypatch.setattr(loops, "interpreted", lambda size: False)  # compiled, however small the graph
     compiled = reach.breadth_first(g.indptr, g.indices, roots)
     back = [np.full(g.count, -1, np.int64) for _ in range(4)]
     back[0][7] = 7
     reach.levels(rindptr, rindices, back[0], back[1], np.array([7]))
-    monkeypatch.setattr(reach, "have_numba", lambda: False)
+    monkeypatch.setattr(loops, "interpreted", lambda size: True)  # the numpy levels
     assert (reach.breadth_first(g.indptr, g.indices, roots) == compiled).all() and (compiled >= 0).sum() > 100
     back[2][7] = 7
     reach.levels(rindptr, rindices, back[2], back[3], np.array([7]))

@@ -48,7 +48,7 @@ def test_interpreted_loops_answer_as_the_compiled_ones(name, capsys, monkeypatch
 
 
 def test_a_small_dumps_analysis_loads_no_numba():
-    """A fleet's process for one small dump (and a CLI run of `retained`) does without numba's 0.4 s."""
+    """A fleet's process for one small dump does without loading numba (about 0.4 s)."""
     code = ("import sys; from clrlayout.fleet.analyse import analyse; "
             f"r = analyse({str(SAMPLES / GRAPHS[0])!r}, ('handles', 'finalizer'), True); "
             "print(r['dump']['live_objects'], 'numba' in sys.modules)")
