@@ -145,6 +145,13 @@ class RootsNotFound(ClrLayoutError):
     exit_code = ExitCode.NO_RUNTIME
 
 
+class RedactedPart(ClrLayoutError):
+    """The question needs a part of the dump that ``trim --redact`` removed (its values)."""
+
+    code = "redacted"
+    exit_code = ExitCode.NO_RUNTIME
+
+
 class UnsupportedType(ClrLayoutError):
     code = "unsupported-type"
     exit_code = ExitCode.USAGE

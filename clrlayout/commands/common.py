@@ -7,7 +7,7 @@ import re
 
 import click
 
-from ..errors import (NotExact, as_flags, OutputError, TypeNotFound, UnsupportedType,
+from ..errors import (NotExact, RedactedPart, as_flags, OutputError, TypeNotFound, UnsupportedType,
                       UsageError)
 from ..limits import limits_from_env
 
@@ -177,6 +177,21 @@ def _preamble(session, quiet: bool) -> None:
         for w in session.warnings:
             warn(w)
     session.warned = len(session.warnings)
+
+
+def _redacted_values(session, quiet: bool, by_value=()) -> None:
+    """On a dump ``trim --redact`` wrote, whose values are zeros: options that select by value (``by_value``, the
+    flags given) refuse, since every answer would be wrong; values that are printed are said to be zeros."""
+    mark = session.dump.redaction
+    if mark is None:
+        return
+    from ..dump.redaction import describe
+
+    if by_value:
+        raise RedactedPart(f"{', '.join(by_value)}: this dump was {describe(mark)}; an answer by value would be "
+                           "wrong (use the original dump)")
+    if not quiet:
+        warn(f"this dump was {describe(mark)}: the values shown are zeros, not the program's")
 
 
 def _report(session, quiet: bool, strict: bool = False) -> None:

@@ -8,7 +8,7 @@ import click
 import numpy as np
 
 from ..errors import TypeNotFound, UsageError
-from .common import (with_liveness, STRING_TYPES, out, jobs_option, scan_options, _open, assemblies_option, make_filter, _preamble,
+from .common import (with_liveness, STRING_TYPES, out, jobs_option, scan_options, _open, assemblies_option, make_filter, _preamble, _redacted_values,
                      _report, _no_objects_of, _csv_field, _print_object_layout, _progress, make_object_filter,
                      _type_not_found)
 
@@ -56,6 +56,7 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
         ptr = session.profile.pointer_size
         session.string_method_table()
         selected = with_liveness(session, selected, live, kinds)
+        _redacted_values(session, quiet, [f for f, v in (("--contains", contains), ("--regex", regex)) if v is not None])
         _preamble(session, quiet)
         if fmt == "table" and not layout:
             out(text.dumpheap_header(ptr))
@@ -118,6 +119,7 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
     with _open(file, None, profile, heap, assemblies) as session:
         session.require_exact(asked)
         selected = with_liveness(session, selected, live, kinds)
+        _redacted_values(session, quiet)
         _preamble(session, quiet)
         ptr = session.profile.pointer_size
         count = size = aligned = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import TypeNotFound, UnsupportedType
-from .common import (ADDRESS, out, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble,
+from .common import (ADDRESS, out, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble, _redacted_values,
                      _report, _object_layout, _print_object_layout)
 
 

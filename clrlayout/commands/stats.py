@@ -6,7 +6,7 @@ import click
 
 from ..errors import TypeNotFound, UsageError
 from .common import (with_liveness, STRING_TYPES, out, warn, jobs_option, scan_options, _open, assemblies_option, make_filter,
-                     _preamble, _report, _no_objects_of, _progress, make_object_filter, _named, _type_not_found)
+                     _preamble, _redacted_values, _report, _no_objects_of, _progress, make_object_filter, _named, _type_not_found)
 
 
 @click.command()

@@ -15,6 +15,7 @@ from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
 from .model import BoundedReader, Dump, FileMapping, Module, Thread
+from .redaction import NOTE_NAME, NOTE_TYPE, decode
 
 MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM": "arm"}
 
@@ -70,6 +71,8 @@ def _read(path: str, source, limits: Limits) -> Dump:
     pointer_size = 8 if elf.elfclass == 64 else 4
 
     phnum, phoff, phentsize = elf["e_phnum"], elf["e_phoff"], elf["e_phentsize"]
+    if phnum == PN_XNUM:  # extended numbering: a process with 65,535 mappings or more
+        phnum = _extended_count(elf, source, path)
     if phnum and phentsize < elf.structs.Elf_Phdr.sizeof():
         raise MalformedDump(f"program header entry size {phentsize} is too small", path)
     fits = max(0, (source.size - phoff) // phentsize) if phentsize else 0
@@ -95,8 +98,8 @@ def _read(path: str, source, limits: Limits) -> Dump:
     modules: list[Module] = []
     mappings: list[tuple[int, int]] = []
     threads: list[tuple[int, int | None]] = []  # (thread id, stack pointer)
-    pid, process_name = None, None
-    expected = phoff + elf["e_phnum"] * phentsize
+    pid, process_name, redaction = None, None, None
+    expected = phoff + phnum * phentsize
     for seg in segments:
         h = dict(seg.header)
         container.segments.append(h)
@@ -137,6 +140,8 @@ def _read(path: str, source, limits: Limits) -> Dump:
                     process_name = name.split(b"\0")[0].decode("utf-8", "replace") if isinstance(name, bytes) else None
                 elif kind == "NT_FILE":
                     modules, mappings = _modules_from_nt_file(r, note["n_desc"])
+                elif note["n_name"] == NOTE_NAME.decode() and kind == NOTE_TYPE and isinstance(note["n_desc"], bytes):
+                    redaction = decode(note["n_desc"])
     if not modules:
         r.warn("no NT_FILE note: module paths and bases are unknown")
     limits.check("memory range count", len(regions), "max_memory_ranges", path)
@@ -147,7 +152,24 @@ def _read(path: str, source, limits: Limits) -> Dump:
     return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
                 modules=modules, threads=[_thread(space, tid, sp) for tid, sp in threads], pid=pid,
                 process_name=process_name, warnings=r.warnings, container=container, file_size=source.size,
-                expected_size=expected, file_mappings=mappings)
+                expected_size=expected, file_mappings=mappings, redaction=redaction)
+
+
+#: e_phnum's value that says the count of program headers is section header 0's sh_info (elf(5): the kernel writes
+#: it for a process with that many mappings or more)
+PN_XNUM = 0xFFFF
+
+
+def _extended_count(elf, source, path: str) -> int:
+    """The number of program headers of a core with extended numbering: section header 0's ``sh_info``."""
+    shoff, size = elf["e_shoff"], elf.structs.Elf_Shdr.sizeof()
+    if not shoff or elf["e_shentsize"] < size:
+        raise MalformedDump("e_phnum is PN_XNUM (extended numbering), but there is no section header 0 with the "
+                            "real count", path)
+    data = source.pread(shoff, size)
+    if len(data) < size:
+        raise TruncatedDump("the section header that holds the program header count is not in the file", path, shoff)
+    return elf.structs.Elf_Shdr.parse(data)["sh_info"]
 
 
 def _prstatus(desc, arch: str, little: bool) -> tuple[int, int | None]:

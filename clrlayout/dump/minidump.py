@@ -22,6 +22,7 @@ from .addrspace import AddressSpace
 from ..errors import MalformedDump, TruncatedDump
 from ..limits import Limits
 from .model import Dump, MemoryInfo, Module, Thread
+from .redaction import MAX_MARK, from_comment
 
 # --- raw structures (names as in minidumpapiset.h); also used by trim to write dumps ----------------
 
@@ -231,6 +232,7 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     threads = _thread_list(r, streams.get(THREAD_LIST), arch)
     memory_info = _memory_info_list(r, streams.get(MEMORY_INFO_LIST))
     pid = _misc_info(r, streams.get(MISC_INFO))
+    redaction = _comment_mark(r, streams.get(COMMENT_A))
 
     # streams of other types (Wine's private 0xFFF0, a tool's own) are not read: not a problem of the dump's,
     # so no warning; `info` lists them
@@ -248,7 +250,7 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     return Dump(path=path, format="minidump", arch=arch, pointer_size=pointer_size, os=os_name,
                 memory=space, modules=modules, threads=threads, pid=pid, os_version=os_version,
                 memory_info=memory_info, file_size=source.size, expected_size=expected,
-                warnings=r.warnings, container=container)
+                warnings=r.warnings, container=container, redaction=redaction)
 
 
 def _directory(r: _Reader, header, container: MinidumpContainer) -> dict:
@@ -342,6 +344,13 @@ def _thread_list(r: _Reader, entry, arch: str) -> list[Thread]:
         return []
     n = r.list_count(entry, THREAD_SIZE, "ThreadList", "max_threads")
     return [_thread(r.source, t, arch) for t in r.entries(MINIDUMP_THREAD, entry.Location.Rva + 4, n)]
+
+
+def _comment_mark(r: _Reader, entry) -> dict | None:
+    """The mark of a dump trim --redact wrote, from its CommentStreamA (None: no comment, or not the mark)."""
+    if entry is None or not 0 < entry.Location.DataSize <= MAX_MARK:
+        return None
+    return from_comment(r.source.pread(entry.Location.Rva, entry.Location.DataSize))
 
 
 def _misc_info(r: _Reader, entry) -> int | None:

@@ -103,6 +103,8 @@ class Dump:
     #: an ELF core's NT_FILE mappings, one per mapping, sorted: a module's span from its lowest to its
     #: highest mapping can enclose other memory (CoreLib is mapped twice, far apart), its mappings do not
     file_mappings: list[FileMapping] = field(default_factory=list)
+    #: the mark of a dump ``trim --redact`` wrote (:mod:`clrlayout.dump.redaction`): what it lacks; None: not one
+    redaction: dict | None = None
 
     def file_backed_ranges(self) -> list[tuple[int, int]]:
         """The address ranges a file backs (module images, mapped files), sorted: memory no GC object lives in."""

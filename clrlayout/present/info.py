@@ -65,6 +65,10 @@ def info_lines(data: dict) -> list[str]:
                                            f"{proc['threads']} threads") if x)),
         ("Runtime", f"{rt['flavor']} {rt['version'] or '(version unknown)'} (from {rt['version_source']})"),
     ]
+    if data.get("redaction"):
+        from ..dump.redaction import describe
+
+        rows.append(("Redacted", describe(data["redaction"])[len("redacted "):]))
     if rt["module"]:
         rows.append(("Runtime module", f"{rt['module']['path']} at {rt['module']['base']}"))
     prof = data["profile"]

@@ -28,6 +28,8 @@ class Describe:
             "arch": d.arch,
             "pointer_size": d.pointer_size,
             "process": {"pid": d.pid, "name": d.process_name, "threads": len(d.threads)},
+            #: the mark of a dump trim --redact wrote: what it lacks (None: not one)
+            "redaction": d.redaction,
             "runtime": {
                 "flavor": rt.flavor,
                 "version": rt.version,

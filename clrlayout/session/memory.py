@@ -53,10 +53,18 @@ class RuntimeMemory:
         is made (``ObjectGraph.dominators(release=True)``: what a whole-heap ``retained`` needs, in less memory)."""
         from ..graph.build import build_graph
         from ..graph.objectgraph import ObjectGraph
+        from ..dump.redaction import describe
         from ..graph.roots import ROOT_KINDS, find_roots
 
         self.require_exact("the object graph")
         key = tuple(sorted(kinds))
+        mark = self.dump.redaction
+        if mark is not None and mark.get("stacks") != "kept" and "stacks" in key:
+            others = ",".join(k for k in ROOT_KINDS if k != "stacks")
+            raise self._because(RootsNotFound(
+                f"this dump was {describe(mark)}: it has no stack roots, and an answer without them would call "
+                f"objects only a stack holds dead; choose the roots it still has, roots={others} (or redact the "
+                f"original with --keep-stacks)"))
         cache = self.__dict__.setdefault("_graphs", {})
         # the caller's alone only when its heap graph is made for it: one made before may be held elsewhere
         exclusive = exclusive and "_heap_graph" not in self.__dict__

@@ -24,9 +24,10 @@ from ..dump.minidump import (
     THREAD_LIST,
     THREAD_SIZE,
 )
+from ..dump.redaction import COMMENT_PREFIX, encode
 from .ranges import clip, copy_range, merge
 
-# streams copied byte for byte (they hold no RVAs): MiscInfo, MemoryInfoList, ThreadInfoList
+# streams copied byte for byte (they hold no RVAs): MiscInfo (but for trim --redact), MemoryInfoList, ThreadInfoList
 VERBATIM = {MISC_INFO, 16, 17}
 SYSTEM_INFO_CSD_RVA = 24  # offset of CSDVersionRva in MINIDUMP_SYSTEM_INFO
 STACK_RVA_OFFSET = 36  # offset of Stack.Memory.Rva in MINIDUMP_THREAD
@@ -70,9 +71,10 @@ def _string(source, rva: int) -> bytes:
     return n.to_bytes(4, "little") + _read(source, rva + 4, n) + b"\0\0"
 
 
-def write_minidump(dump, ranges, f, comment: str, keep=None, keep_stacks: bool = True) -> int:
-    """``keep``: only its bytes are written as they are (``trim --redact``), and the threads' floating-point
-    and vector registers are zeroed; without ``keep_stacks`` the threads' stacks are left out."""
+def write_minidump(dump, ranges, f, comment: str, keep=None, keep_stacks: bool = True, mark: dict | None = None) -> int:
+    """``keep``: only its bytes are written as they are (``trim --redact``), the threads' floating-point and
+    vector registers zeroed and their extended state cut off, MiscInfo reduced to the process id; without
+    ``keep_stacks`` the threads' stacks are left out; ``mark``: what a redacted dump lacks, as its comment."""
     source = dump.memory.source
     entries = {}
     for stype, size, rva in dump.container.directory:
@@ -107,6 +109,8 @@ def write_minidump(dump, ranges, f, comment: str, keep=None, keep_stacks: bool =
             csd = int.from_bytes(data[SYSTEM_INFO_CSD_RVA:SYSTEM_INFO_CSD_RVA + 4], "little")
             new_csd = blob.add(_string(source, csd)) if csd else 0
             data = data[:SYSTEM_INFO_CSD_RVA] + new_csd.to_bytes(4, "little") + data[SYSTEM_INFO_CSD_RVA + 4:]
+        elif kind == MISC_INFO and keep is not None:
+            data = redacted_misc_info(data)
         elif kind == MODULE_LIST:
             data = _modules(source, data, blob)
         elif kind == THREAD_LIST:
@@ -114,7 +118,8 @@ def write_minidump(dump, ranges, f, comment: str, keep=None, keep_stacks: bool =
         directory.append((kind, len(data), blob.add(data)))
         if kind == THREAD_LIST:
             thread_list_rva = directory[-1][2]
-    text = comment.encode("ascii", "replace") + b"\0"
+    # a redacted dump's comment is its mark (what it lacks: clrlayout.dump.redaction), else the comment given
+    text = (COMMENT_PREFIX.encode("ascii") + encode(mark) if mark is not None else comment.encode("ascii", "replace")) + b"\0"
     directory.append((COMMENT_A, len(text), blob.add(text)))
 
     mem_header_size = MINIDUMP_MEMORY64_LIST_HEADER.sizeof() + len(pieces) * MINIDUMP_MEMORY_DESCRIPTOR64.sizeof()
@@ -181,6 +186,38 @@ def _modules(source, data: bytes, blob: _Blob) -> bytes:
 #: where a thread CONTEXT keeps its floating-point and vector registers: (offset, size) by architecture
 #: (AMD64: FltSave and VectorRegister..LastExceptionFromRip's start; x86: FloatSave, ExtendedRegisters)
 VECTOR_REGISTERS = {"x64": ((0x100, 0x3A0),), "x86": ((0x1C, 112), (0xCC, 512))}
+#: a CONTEXT without its extended state (winnt.h): its size, where its ContextFlags are, and the flag that says an
+#: XSTATE area (a CONTEXT_EX and the XSAVE area: the AVX/AVX-512 upper halves, SIMD copies of data) follows it
+CONTEXT_BASE = {"x64": (0x4D0, 0x30, 0x40), "x86": (0x2CC, 0x0, 0x40)}
+#: MINIDUMP_MISC_INFO's size and its flag for the process id: all a redacted dump keeps of MiscInfo (the other
+#: fields, of MINIDUMP_MISC_INFO_2..5, hold the process cookie that encodes pointers, build strings, time zones)
+MISC_INFO_SIZE = 24
+MISC1_PROCESS_ID = 1
+
+
+def redacted_context(data: bytes, arch: str) -> bytes:
+    """A thread CONTEXT with its floating-point and vector registers zeroed and its extended state cut off (the
+    CONTEXT_XSTATE flag cleared); the integer registers, which the stacks' roots and the answers read, kept."""
+    data = bytearray(data)
+    for at, size in VECTOR_REGISTERS.get(arch, ()):
+        data[at:at + size] = bytes(len(data[at:at + size]))  # (a context shorter than that: its end)
+    if arch in CONTEXT_BASE:
+        base, flags_at, xstate = CONTEXT_BASE[arch]
+        del data[base:]
+        if len(data) >= flags_at + 4:
+            flags = int.from_bytes(data[flags_at:flags_at + 4], "little") & ~xstate
+            data[flags_at:flags_at + 4] = flags.to_bytes(4, "little")
+    else:  # an architecture whose layout is not known here: no context rather than one with its vector registers
+        return b""
+    return bytes(data)
+
+
+def redacted_misc_info(data: bytes) -> bytes:
+    """MiscInfo as a redacted dump keeps it: the process id alone (with its flag), in the stream's first version."""
+    flags = int.from_bytes(data[4:8], "little") & MISC1_PROCESS_ID if len(data) >= 12 else 0
+    pid = int.from_bytes(data[8:12], "little") if flags else 0
+    return MISC_INFO_SIZE.to_bytes(4, "little") + flags.to_bytes(4, "little") + pid.to_bytes(4, "little") \
+        + bytes(MISC_INFO_SIZE - 12)
 
 
 def _threads(source, threads, blob: _Blob, pieces, redact_arch: str | None = None) -> bytes:
@@ -189,11 +226,12 @@ def _threads(source, threads, blob: _Blob, pieces, redact_arch: str | None = Non
     out = bytearray(len(threads).to_bytes(4, "little"))
     for t in threads:
         ctx = t.ThreadContext
-        if ctx.DataSize and ctx.DataSize <= 64 * 1024:
-            data = bytearray(_read(source, ctx.Rva, ctx.DataSize))
-            for at, size in VECTOR_REGISTERS.get(redact_arch, ()):
-                data[at:at + size] = bytes(len(data[at:at + size]))  # (a context shorter than that: its end)
-            ctx.Rva = blob.add(bytes(data), 16)
+        data = _read(source, ctx.Rva, ctx.DataSize) if ctx.DataSize and ctx.DataSize <= 64 * 1024 else b""
+        if redact_arch is not None and data:
+            data = redacted_context(data, redact_arch)
+        if data:
+            ctx.DataSize = len(data)
+            ctx.Rva = blob.add(data, 16)
         else:
             ctx.DataSize = ctx.Rva = 0
         t.Stack.Memory.Rva = 0  # patched by write_minidump once the memory data's position is known

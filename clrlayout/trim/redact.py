@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..heap.fastwalk import TAIL
+from .images import image_parts
+
 
 @dataclass
 class RedactReport:
@@ -111,56 +114,9 @@ def _subtract(starts, ends, cut_starts, cut_ends):
     return np.array(out_s, dtype=np.uint64), np.array(out_e, dtype=np.uint64)
 
 
-#: a metadata root's signature (ECMA-335 II.24.2.1), and the most stream headers read after it
-METADATA_SIGNATURE = b"BSJB"
-MAX_STREAMS = 16
-
-
-def _user_strings(space, starts, ends):
-    """(starts, ends) of the #US heaps (the string literals of the code) of every metadata root in the kept
-    memory: naming reads the metadata block whole, but only its tables, #Strings and #Blob."""
-    found_s, found_e = [], []
-    for lo, hi in zip(starts.tolist(), ends.tolist()):
-        if hi - lo < 64:
-            continue
-        data = space.read_available(lo, hi - lo)
-        at = data.find(METADATA_SIGNATURE)
-        while at >= 0:
-            us = _us_stream(data, at)
-            if us is not None:
-                found_s.append(lo + at + us[0])
-                found_e.append(lo + at + us[0] + us[1])
-            at = data.find(METADATA_SIGNATURE, at + 4)
-    return np.array(found_s, dtype=np.uint64), np.array(found_e, dtype=np.uint64)
-
-
-def _us_stream(data: bytes, root: int):
-    """(offset from the root, size) of the #US stream of the metadata root at ``root`` in ``data``, or None."""
-    def u32(at):
-        return int.from_bytes(data[at:at + 4], "little") if at + 4 <= len(data) else None
-
-    length = u32(root + 12)
-    if length is None or length > 256 or data[root + 16:root + 17] != b"v":  # "v4.0.30319": a metadata root
-        return None
-    pos = root + 16 + ((length + 3) & ~3) + 2
-    if pos + 2 > len(data):
-        return None
-    count = int.from_bytes(data[pos:pos + 2], "little")
-    pos += 2
-    for _ in range(min(count, MAX_STREAMS)):
-        offset, size = u32(pos), u32(pos + 4)
-        if size is None:
-            return None
-        end = data.find(b"\0", pos + 8, pos + 8 + 32)
-        if end < 0:
-            return None
-        name = data[pos + 8:end]
-        pos = pos + 8 + ((end - (pos + 8) + 1 + 3) & ~3)
-        if not name.startswith(b"#"):
-            return None
-        if name == b"#US":  # within the metadata read (whole, as naming reads it), or not one
-            return (offset, size) if root + offset + size <= len(data) else None
-    return None
+#: what is kept of a free object past its MethodTable: its length (a 4-byte count on every architecture; on 64-bit
+#: the 4 bytes after it are padding, and the free list's links follow)
+FREE_LENGTH = 4
 
 
 def heap_structure(session, keep_types: set[int]):
@@ -180,18 +136,17 @@ def heap_structure(session, keep_types: set[int]):
         if not len(win.offsets):
             continue
         addresses = win.offsets.astype(np.uint64) + np.uint64(win.base)
-        starts.append(addresses - np.uint64(header))  # the header word and the MethodTable pointer
-        ends.append(addresses + np.uint64(ptr))
         table, inverse = np.unique(win.method_tables, return_inverse=True)
         lengths = np.zeros(len(table), dtype=np.uint64)
         whole = np.zeros(len(table), dtype=bool)
+        free = np.zeros(len(table), dtype=bool)
         for i, mt in enumerate(table.tolist()):
             if mt not in info:
                 t = mts.get(mt)
                 if t is None or not t.component_size:
                     extra = 0
                 elif t.kind == "free":
-                    extra = ptr
+                    extra = FREE_LENGTH
                 elif t.kind == "string":
                     extra = string_length
                 else:  # an array: its length, padding and (multi-dimensional) bounds, up to the first element
@@ -199,6 +154,11 @@ def heap_structure(session, keep_types: set[int]):
                 info[mt] = (extra, t.kind if t is not None else None)
             lengths[i] = info[mt][0]
             whole[i] = mt in keep_types
+            free[i] = info[mt][1] == "free"
+        # the header word and the MethodTable pointer; of free space only the MethodTable (its header word is
+        # whatever the memory held before: stale pointers, values)
+        starts.append(np.where(free[inverse], addresses, addresses - np.uint64(header)))
+        ends.append(addresses + np.uint64(ptr))
         extra = lengths[inverse]
         has = extra > 0
         starts.append(addresses[has] + np.uint64(ptr))
@@ -212,7 +172,7 @@ def heap_structure(session, keep_types: set[int]):
         slots = slots.astype(np.uint64)
         starts.append(slots)
         ends.append(slots + np.uint64(ptr))
-        structure = header + ptr + extra.astype(np.int64) + ptr * np.bincount(src, minlength=len(addresses))
+        structure = np.where(free[inverse], 0, header) + ptr + extra.astype(np.int64) + ptr * np.bincount(src, minlength=len(addresses))
         _count(session, report, table, inverse, win.aligned - structure, kept, info)
     if not starts:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64), report
@@ -251,7 +211,11 @@ def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
     header = session.profile.object.header_size
     rec_s, rec_e = _merge(*_arrays(recorded))
     heap = [(seg.start - header, seg.end) for seg in session.heap.segments if seg.end > seg.start]
-    cuts = list(heap)
+    # the heap's whole range: its objects are kept as structure below; the walk's reads past a segment's allocated
+    # end (its look-ahead, up to the committed end) hold old copies of moved objects and dead ones, not structure
+    cuts = [(lo, max(hi + TAIL, seg.committed or 0) if not seg.reserved else
+             min(max(hi + TAIL, seg.committed or 0), seg.reserved))
+            for (lo, hi), seg in zip(heap, [s for s in session.heap.segments if s.end > s.start])]
     # a thread's stack memory, the part below its stack pointer too (stale frames), up to where the GC heap
     # begins (thread_stacks: an ELF core's stack segment can run on into it)
     others = session.not_stacks() + [(b.start, b.end) for b in session.loader_heaps().blocks]
@@ -260,15 +224,16 @@ def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
               for t, start, end in thread_stacks(session.dump, session.heap.segments, others)]
     if not keep_stacks:
         cuts += stacks
+    image_cut, image_keep, image_held = image_parts(session, rec_s, rec_e)  # only what naming reads of images
+    cuts += image_cut
     out_s, out_e = _subtract(rec_s, rec_e, *_merge(*_arrays(cuts)))
-    us_s, us_e = _user_strings(session.dump.memory, out_s, out_e)  # the images' literals: names do not read them
-    out_s, out_e = _subtract(out_s, out_e, *_merge(us_s, us_e))
     heap_s, heap_e, report = heap_structure(session, keep_types)
-    parts_s, parts_e = [out_s, heap_s], [out_e, heap_e]
+    keep_s, keep_e = _arrays(image_keep)
+    parts_s, parts_e = [out_s, heap_s, keep_s], [out_e, heap_e, keep_e]
     if keep_stacks and stacks:
         stack_s, stack_e = _arrays(stacks)
         parts_s.append(stack_s)
         parts_e.append(stack_e)
         report.stacks = "kept whole (--keep-stacks)"
-    held = heap + list(zip(us_s.tolist(), us_e.tolist()))  # an image's metadata is read whole: its #US, zeroed
+    held = heap + image_held  # the heap's pages and the images' metadata stay, zeroed where not kept
     return Keep.of((np.concatenate(parts_s), np.concatenate(parts_e)), held), report

@@ -10,7 +10,7 @@ import pytest
 from clrlayout.dump import open_dump
 from clrlayout.session import open_session
 from tests.support.cli import run
-from tests.support.redaction import found_in as _found_in, heap_only_values as _heap_only_values, json_of as _json, \
+from tests.support.redaction import Redacted, found_in as _found_in, heap_only_values as _heap_only_values, json_of as _json, \
     structure as _structure
 from tests.support.samples import SAMPLES
 
@@ -26,23 +26,6 @@ GRAPH = "graph.coreclr-10.0.0.linux-x64.core"
 QUICK = {GRAPH, "types.coreclr-3.1.23.win-x86.dmp"}
 PARAMS = [pytest.param(n, marks=() if n in QUICK else pytest.mark.slow) for n in REDACTED]
 ROOTS = ("--roots", "handles,finalizer")
-
-
-class Redacted(dict):
-    """Each sample's redacted copy, made when a test first asks for it (the quick loop asks for three)."""
-
-    def __init__(self, folder):
-        super().__init__()
-        self.folder = folder
-
-    def __missing__(self, name):
-        from clrlayout.trim import trim
-
-        out = self.folder / name
-        result = trim(str(SAMPLES / name), str(out), redact=True)
-        assert result.redacted.objects > 1000 and result.redacted.bytes > 10_000
-        self[name] = out  # kept only once it is checked: a failed one is made (and fails) again
-        return out
 
 
 @pytest.fixture(scope="module")

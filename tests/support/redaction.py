@@ -7,6 +7,7 @@ import json
 
 from clrlayout.session import open_session
 from tests.support.cli import run
+from tests.support.samples import SAMPLES
 
 
 def json_of(capsys, *args):
@@ -83,3 +84,20 @@ def found_in(values: list[bytes], data: bytes) -> list[bytes]:
         hits.append(words[known[at] == words])
     seen = np.isin(firsts, np.concatenate(hits))
     return [v for v, maybe in zip(values, seen) if maybe and v in data]
+
+
+class Redacted(dict):
+    """Each sample's redacted copy, made when a test first asks for it (the quick loop asks for three)."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+
+    def __missing__(self, name):
+        from clrlayout.trim import trim
+
+        out = self.folder / name
+        result = trim(str(SAMPLES / name), str(out), redact=True)
+        assert result.redacted.objects > 1000 and result.redacted.bytes > 10_000
+        self[name] = out  # kept only once it is checked: a failed one is made (and fails) again
+        return out
