@@ -178,7 +178,7 @@ static class Program
 
     static unsafe int Main(string[] args)
     {
-        string truthPath = args.Length > 0 ? args[0] : "truth.json";
+        string truthPath = args.Length > 0 ? args[args.Length - 1] : "truth.json";  // after --password=...
         Rng = new Random(Process.GetCurrentProcess().Id * 7919 + Environment.TickCount);
 
         // objects the compacting GC below moves: garbage first, then what lives, then the garbage dropped
@@ -199,14 +199,16 @@ static class Program
         StaticName = Text("static_string", "heap");
         ThreadPin = Long("thread_static_long", "statics");
         ThreadName = Text("thread_static_string", "heap");
-        // a dead large array whose space a compaction of the LOH gives back, then a live one that it moves
-        char[] deadLarge = new char[150000];
-        string deadText = Text("large_dead", "heap");
-        deadText.CopyTo(0, deadLarge, deadLarge.Length - deadText.Length, deadText.Length);
+        // a live large array, then a dead one at the LOH's end: the GC moves the LOH's end back over it, and its
+        // first bytes lie just past the new end (the marker, repeated through its first 4 KB)
         LargeLive = new byte[100000];
         byte[] large = Bytes(16);
         Record("large_live", "heap", large);
         Array.Copy(large, 0, LargeLive, 60000, large.Length);
+        char[] deadLarge = new char[150000];
+        string deadText = Text("large_dead", "heap");
+        for (int at = 0; at + deadText.Length < 2048; at += deadText.Length + 1)
+            deadText.CopyTo(0, deadLarge, at, deadText.Length);
         MethodInfo allocate = typeof(GC).GetMethod("AllocateArray");  // .NET 5+: the pinned object heap
         if (allocate != null)
         {
@@ -218,6 +220,16 @@ static class Program
         }
         string dead = Text("dead_before_gc", "heap");
         dead = null;
+        // small dead arrays at the end of generation 0, each with a marker: after the GC, what lies past the
+        // allocated end of the heap's small-object part
+        byte[] pastEnd = Bytes(16);
+        Record("dead_small_arrays", "heap", pastEnd);
+        for (int i = 0; i < 4000; i++)
+        {
+            byte[] b = new byte[48];
+            Array.Copy(pastEnd, 0, b, 8 * (i % 4), pastEnd.Length);
+            garbage.Add(b);
+        }
         deadLarge = null;
         garbage = null;
         GCSettings.LargeObjectHeapCompactionMode = GCLargeObjectHeapCompactionMode.CompactOnce;
