@@ -21,12 +21,15 @@ from .common import out, mt_option, profile_option, quiet_option
                    "(stats, type and object then answer as on the original).")
 @click.option("--redact", is_flag=True,
               help="Zero every byte that is not structure: string characters, arrays of primitives, primitive fields, "
-                   "free space; keep headers, MethodTables, lengths, references and what naming reads (implies "
-                   "--types; thread stacks left out).")
+                   "free space, the heap past its allocated ends, native memory, the images' code and literals; keep "
+                   "headers, MethodTables, lengths, references and what naming reads (implies --types; thread stacks "
+                   "left out). The copy is marked as redacted. A dump cut short is refused (exit 3).")
 @click.option("--redact-keep", "redact_keep", multiple=True, metavar="TYPE",
               help="With --redact: keep the values of the objects of this type (its whole name; may be repeated).")
 @click.option("--keep-stacks", is_flag=True,
-              help="With --redact: keep the thread stacks whole (they hold secrets too; only stack roots need them).")
+              help="With --redact: keep the thread stacks whole, for the stack roots. They hold secrets too: locals, "
+                   "arguments, copies, and the main thread's stack the process's environment block and command "
+                   "line (argv).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @mt_option
 @profile_option

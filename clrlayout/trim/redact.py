@@ -1,12 +1,14 @@
 """``trim --redact``: which bytes of a trimmed dump stay as they are; every other byte is written as zero.
 
 An allow-list, not a search for secrets: a byte is kept only when the analysis read it outside the GC heap (the
-runtime's structures, the types' metadata) or when it is structure inside the heap — each object's header word,
-MethodTable pointer, length (an array's bounds, a string's length, a free object's size) and every reference
-slot its type's GC description names.  Everything else on the heap is zeroed: string characters, the elements
-of arrays of primitives, every primitive field of every object and boxed value, free space and what lies past
-the allocated end.  Bytes of the heap that the walk could not parse are never kept.  Thread stacks are left
-out (``--keep-stacks`` keeps them whole), as are the floating-point and vector registers of every thread.
+runtime's structures; of the managed images only what naming reads: trim/images.py) or when it is structure inside
+the heap — each object's header word, MethodTable pointer, length (an array's bounds, a string's length) and every
+reference slot its type's GC description names; of free space, its MethodTable and length.  Everything else on the
+heap is zeroed: string characters, the elements of arrays of primitives, every primitive field of every object and
+boxed value, free space, and whatever lies past a segment's allocated end (the walk reads ahead there: old copies
+of moved objects, dead ones).  Bytes of the heap that the walk could not parse are never kept.  Thread stacks are
+left out (``--keep-stacks`` keeps them whole), as are the floating-point and vector registers of every thread; the
+notes and streams are redacted by the writers (trim/elf.py, trim/minidump.py).
 """
 
 from __future__ import annotations

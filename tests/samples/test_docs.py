@@ -61,7 +61,7 @@ def test_every_clrlayout_command_of_the_readme_is_run_here():
     assert sorted(every) == sorted(shown)
     for command in shown:
         for word in shlex.split(command):
-            if "/" in word and not word.startswith("-"):
+            if "/" in word and not word.startswith(("-", "/tmp/")):  # /tmp/...: what the command writes
                 assert (ROOT / word).exists(), f"{command}: {word} is not in the repository"
 
 
