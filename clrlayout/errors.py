@@ -242,6 +242,11 @@ OPTION_FLAGS = {"method_table=": "--mt ", "profile=": "--profile ", "assemblies=
 _OPTION = re.compile(r"\b(" + "|".join(k[:-1] for k in OPTION_FLAGS) + r")=")
 
 
+#: an API keyword set to True that is a flag of its own on the command line
+SWITCH_FLAGS = {"redact=True": "--redact", "keep_stacks=True": "--keep-stacks"}
+_SWITCH = re.compile(r"\b(" + "|".join(re.escape(k) for k in SWITCH_FLAGS) + r")")
+
+
 def as_flags(message: str) -> str:
     """``message`` with the API's option names as the command line's flags."""
-    return _OPTION.sub(lambda m: OPTION_FLAGS[m.group(0)], message)
+    return _OPTION.sub(lambda m: OPTION_FLAGS[m.group(0)], _SWITCH.sub(lambda m: SWITCH_FLAGS[m.group(0)], message))

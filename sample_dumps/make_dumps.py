@@ -68,7 +68,7 @@ class Kind:
     @property
     def whole(self) -> bool:
         """Dumped with every mapping (createdump --full) and trimmed with --types."""
-        return self.target in ("types", "graph", "leak", "secrets")
+        return self.target in ("types", "graph", "leak", "secrets", "markers")
 
     @property
     def key(self) -> str:
@@ -129,6 +129,9 @@ KINDS += [Kind("10.0.0", "linux-x64", target="leak")]
 # stack: the Linux ones are made fresh by tests/oracle/test_redact.py); trimmed with --types and the pages that
 # hold the secrets' copies outside the heap
 KINDS += [Kind("10.0.0", "win-x64", target="secrets")]
+# the markers target on Windows (trim --redact as an attacker checks it, on a minidump: the Linux dumps are made
+# fresh by tests/oracle/test_redact_attack.py); trimmed with --types and the pages that hold a marker
+KINDS += [Kind("10.0.0", "win-x64", target="markers")]
 #: how many LeakItems the graph target leaks between the two dumps of the leak sample
 LEAK_STEP = 300
 BY_KEY = {k.key: k for k in KINDS}
@@ -320,10 +323,19 @@ def make_single_file(build: Path, work: Path) -> tuple[Path, Path]:
 
 def secret_pages(raw: Path, truth: Path) -> list[tuple[int, int]]:
     """The pages of the dump's memory that hold a secret the secrets target wrote to its truth file (its heap
-    objects, and their copies in native memory and on the stack)."""
+    objects, and their copies in native memory and on the stack), or a marker of the markers target (each form of
+    each, and the literals of its code)."""
     from clrlayout.dump import open_dump
 
-    secrets = [bytes.fromhex(s) for s in json.loads(truth.read_text(encoding="utf-8"))["secrets"]]
+    written = json.loads(truth.read_text(encoding="utf-8"))
+    if "markers" in written:
+        sys.path.insert(0, str(HERE.parent))
+        from tests.support.markers import literal_markers
+
+        marks = {**written["markers"], **literal_markers()}
+        secrets = [bytes.fromhex(f) for m in marks.values() for f in m["forms"]]
+    else:
+        secrets = [bytes.fromhex(s) for s in written["secrets"]]
     pages = []
     with open_dump(str(raw)) as dump:
         for region in dump.memory.iter_regions():
@@ -377,6 +389,10 @@ def manifest_entry(kind: Kind, path: Path, truth_path: Path, raw_bytes: int, str
                   f"primitive fields, a boxed long) on the heap, in native memory and on the stack, kept with every "
                   f"heap object, what naming reads and the pages of the secrets' copies (clrlayout trim --types; for "
                   f"trim --redact)") if kind.target == "secrets" else
+                 (f"{len(truth['markers'])} markers made at run time in every place a secret can sit (heap objects of "
+                  f"every kind, statics, thread statics, LOH and POH, moved and dead objects, native and stack copies) "
+                  f"and the literals of its code, kept with every heap object, what naming reads and the pages of "
+                  f"every marker (clrlayout trim --types; for trim --redact)") if kind.target == "markers" else
                  (f"{len(truth['strings'])} known strings (lengths 0-9, non-ASCII, surrogate pair, lone surrogates, "
                   f"embedded U+0000, a 50,000-char LOH string, duplicates, thin lock / nested lock / hash / sync block "
                   f"headers), {len(truth['dead_addresses'])} dead strings, {len(truth['stale_addresses'])} dead strings "
@@ -463,7 +479,7 @@ def main() -> int:
                 raw, truth = make_windows(kind, build, work, args.wine_prefix, target=kind.target)
             out = HERE / kind.file
             # trim --types also keeps what naming reads: a single-file app's assemblies are in anonymous memory
-            also = secret_pages(raw, truth) if kind.target == "secrets" else ()
+            also = secret_pages(raw, truth) if kind.target in ("secrets", "markers") else ()
             result = trim(str(raw), str(out), types=kind.whole or kind.single_file, also=also)
             truth_out = out.with_name(out.name.rsplit(".", 1)[0] + ".truth.json")
             shutil.copy(truth, truth_out)

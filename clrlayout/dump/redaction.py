@@ -47,5 +47,5 @@ def elf_note(mark: dict, little: bool = True) -> bytes:
 def describe(mark: dict) -> str:
     """One line: who redacted the dump and what it lacks."""
     stacks = "its thread stacks kept" if mark.get("stacks") == "kept" else "its thread stacks removed"
-    return (f"redacted by {mark['redacted_by']} (trim --redact): string characters, primitive values, native "
+    return (f"redacted by {mark['redacted_by']} (trim with redact=True): string characters, primitive values, native "
             f"memory and the code's literals zeroed, {stacks}")

@@ -22,6 +22,7 @@ class DumpInfo:
     arch: str  #: "x86" | "x64" | "arm64" | ...
     pointer_size: int
     process: dict  #: pid, name, threads
+    redaction: dict | None  #: the mark of a dump trim --redact wrote: what it lacks (None: not one)
     runtime: dict  #: flavor, version, where the version came from, the runtime module
     profile: dict  #: the layout profile and its overrides
     memory: dict  #: ranges and bytes the dump holds

@@ -67,8 +67,9 @@ def info_lines(data: dict) -> list[str]:
     ]
     if data.get("redaction"):
         from ..dump.redaction import describe
+        from ..errors import as_flags
 
-        rows.append(("Redacted", describe(data["redaction"])[len("redacted "):]))
+        rows.append(("Redacted", as_flags(describe(data["redaction"])[len("redacted "):])))
     if rt["module"]:
         rows.append(("Runtime module", f"{rt['module']['path']} at {rt['module']['base']}"))
     prof = data["profile"]

@@ -64,7 +64,7 @@ class RuntimeMemory:
             raise self._because(RootsNotFound(
                 f"this dump was {describe(mark)}: it has no stack roots, and an answer without them would call "
                 f"objects only a stack holds dead; choose the roots it still has, roots={others} (or redact the "
-                f"original with --keep-stacks)"))
+                f"original with keep_stacks=True)"))
         cache = self.__dict__.setdefault("_graphs", {})
         # the caller's alone only when its heap graph is made for it: one made before may be held elsewhere
         exclusive = exclusive and "_heap_graph" not in self.__dict__

@@ -178,7 +178,9 @@ static class Program
 
     static unsafe int Main(string[] args)
     {
-        string truthPath = args.Length > 0 ? args[args.Length - 1] : "truth.json";  // after --password=...
+        string truthPath = "truth.json";  // the argument that names a .json file (after --password=..., say)
+        foreach (string a in args)
+            if (a.EndsWith(".json")) truthPath = a;
         Rng = new Random(Process.GetCurrentProcess().Id * 7919 + Environment.TickCount);
 
         // objects the compacting GC below moves: garbage first, then what lives, then the garbage dropped
