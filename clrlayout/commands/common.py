@@ -131,7 +131,7 @@ def scan_options(f):
     """What every command that scans a dump takes: --strict, the filters, --live/--dead and --roots, --mt,
     --profile, --heap, -q."""
     for option in (quiet_option, heap_option, profile_option, mt_option, filter_options, roots_option,
-                   liveness_option,
+                   with_frozen_option, liveness_option,
                    click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")):
         f = option(f)
     return f
@@ -333,20 +333,50 @@ roots_option = click.option(
 liveness_option = click.option(
     "--live/--dead", "live", default=None,
     help="Only the objects reachable from the roots (--live), or only those that are not (--dead), as SOS's "
-         "-live/-dead; free space is neither.")
+         "-live/-dead; free space is neither, and neither are the objects of frozen segments no root reaches "
+         "(string literals the GC never frees: --gen frozen lists them).")
+
+
+def _with_frozen(ctx, param, value):
+    ctx.meta["clrlayout.with_frozen"] = value
+    return value
+
+
+with_frozen_option = click.option(
+    "--with-frozen", is_flag=True, expose_value=False, callback=_with_frozen,
+    help="With --dead: also the objects of frozen segments that no root reaches, as SOS's -dead lists them.")
 
 
 def with_liveness(session, selected, live, kinds):
     """``selected`` keeping only the live (or dead) objects of the session's object graph."""
     import dataclasses
 
+    import numpy as np
+
+    ctx = click.get_current_context()
+    with_frozen = ctx.meta.get("clrlayout.with_frozen", False)
+    if with_frozen and live is not False:
+        raise UsageError("--with-frozen adds the frozen segments' unreachable objects to --dead: give --dead")
     if live is None:
-        source = click.get_current_context().get_parameter_source("kinds")
+        source = ctx.get_parameter_source("kinds")
         if source is not None and source is not click.core.ParameterSource.DEFAULT:
             raise UsageError("--roots chooses the roots of --live or --dead: give one of them")
         return selected
     graph = session.object_graph(kinds)
-    live_addresses = graph.graph.addresses[graph.live]
+    keep = graph.live
+    frozen = [(seg.start, seg.end) for seg in session.heap.segments if seg.kind == "frozen"]
+    if live is False and frozen and not with_frozen:  # the GC never frees them: not dead
+        addresses = graph.graph.addresses
+        in_frozen = np.zeros(len(addresses), dtype=bool)
+        for lo, hi in frozen:
+            in_frozen |= (addresses >= lo) & (addresses < hi)
+        unreached = int(np.count_nonzero(in_frozen & ~keep))
+        keep = keep | in_frozen
+        if unreached and not ctx.params.get("quiet"):
+            click.echo(f"clrlayout: {unreached:,} objects of frozen segments that no root reaches are not listed as "
+                       "dead: the GC never frees them (string literals, frozen objects); --gen frozen lists them, "
+                       "--with-frozen adds them to --dead as SOS's -dead does", err=True)
+    live_addresses = graph.graph.addresses[keep]
     if hasattr(selected, "free_method_tables"):
         free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
         return dataclasses.replace(selected, live_addresses=live_addresses, live=live, free_method_tables=free)

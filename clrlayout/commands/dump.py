@@ -38,7 +38,7 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
     by_mt = None  # --mt of a type other than System.String: the objects of that MethodTable (SOS -mt)
     if mt is not None and type_name in STRING_TYPES and \
             click.get_current_context().get_parameter_source("type_name") is click.core.ParameterSource.DEFAULT:
-        with _open(file, None, profile, heap) as session:
+        with _open(file, None, profile, heap, assemblies) as session:
             if not session.is_string_method_table(mt):
                 by_mt, type_name = mt, None
     elif mt is not None and type_name not in STRING_TYPES:
@@ -52,7 +52,7 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
                              make_object_filter(min_size, max_size, generations, address_range, None), by_mt,
                              profile, heap, quiet, live, kinds)
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
-    with _open(file, mt, profile, heap) as session:
+    with _open(file, mt, profile, heap, assemblies) as session:
         ptr = session.profile.pointer_size
         session.string_method_table()
         selected = with_liveness(session, selected, live, kinds)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import click
 
-from ..errors import TypeNotFound
+from ..errors import TypeNotFound, UsageError
 from .common import ADDRESS, _open, _preamble, _report, assemblies_option, heap_option, out, profile_option, \
-    quiet_option, roots_option
+    quiet_option, roots_option, warn
 
 
 def graph_options(f):
@@ -22,27 +22,6 @@ def _named(session, node_graph, node: int) -> dict:
 
 def _named_at(session, address: int, mt: int) -> dict:
     return {"address": f"{address:#x}", "type": session.type_name(mt) or f"<unknown type, MT {mt:#x}>"}
-
-
-def _slot(session, graph, node: int, slot) -> str:
-    from ..graph.slots import slot_name
-
-    if isinstance(slot, str):  # an edge no slot holds
-        return slot
-    address, mt = int(graph.addresses[node]), graph.method_table(node)
-    record = session.mts.get(mt)
-    layout = session.type_layout(mt) if session.profile.method_table is not None else None
-    element = session.array_element(mt) if record is not None and record.component_size else None
-    return slot_name(slot - address, record.component_size if record else 0,
-                     (record.base_size - session.profile.object.header_size) if record else 0,
-                     layout.fields if layout is not None else (), element[3] if element else ())
-
-
-def _edge_slots(og, src: int, dst: int) -> list:
-    """The slots of ``src`` that reference ``dst``, then what else makes it an edge (a dependent handle, a
-    collectible type's LoaderAllocator) by name."""
-    slots = [slot for slot, target in og.graph.reference_slots(src) if target == dst]
-    return slots + og.unslotted(src, dst)
 
 
 def _largest(values, top: int, chunk: int = 1 << 20) -> list[int]:
@@ -65,52 +44,100 @@ def _largest(values, top: int, chunk: int = 1 << 20) -> list[int]:
     return candidates[order][:top].tolist()
 
 
-def _object_node(session, og, address: int) -> int:
+def _object_node(session, og, address: int, quiet: bool = False) -> int:
+    """The node of the object that holds ``address``; an address inside an object (not at its start) is said to
+    be, free space is not an object (as ``object`` says)."""
     node = og.graph.containing(address)
     if node is None:
-        raise TypeNotFound(f"{address:#x}: no object of the GC heap holds this address")
+        obj = session.object_at(address)
+        if obj is not None and obj.is_free:
+            raise TypeNotFound(f"{address:#x} is free space between objects (a free object at {obj.address:#x}, "
+                               f"{obj.size:,} bytes): no object holds it")
+        raise TypeNotFound(f"{address:#x}: no object of the GC heap holds this address"
+                           + ("" if session.heap.segment_at(address) else " (it is outside every heap segment)"))
+    start = int(og.graph.addresses[node])
+    if start != address and not quiet:
+        name = session.type_name(og.graph.method_table(node)) or "an object"
+        warn(f"{address:#x} is inside {name} at {start:#x} (+{address - start:#x}): that object is shown")
     return node
 
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.argument("address", type=ADDRESS)
+@click.argument("address", type=ADDRESS, required=False)
+@click.option("--to", "to", type=ADDRESS, default=None, metavar="ADDRESS",
+              help="Only what references the object at ADDRESS (its referrers, each with the field that holds the "
+                   "reference), instead of an ADDRESS argument.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @graph_options
-def refs(file, address, fmt, quiet, heap, profile, assemblies, kinds):
+def refs(file, address, to, fmt, quiet, heap, profile, assemblies, kinds):
     """What the object at ADDRESS references and what references it, each with the field (or array index)
-    that holds the reference, and its retained size."""
+    that holds the reference, and its retained size; with --to ADDRESS, only what references it."""
     from ..present.jsonout import dumps
 
+    if (address is None) == (to is None):
+        raise UsageError("give the object's ADDRESS, or --to ADDRESS for only what references it (not both)")
+    address = address if to is None else to
     with _open(file, None, profile, heap, assemblies) as session:
         og = session.object_graph(kinds)
         _preamble(session, quiet)
         g = og.graph
-        node = _object_node(session, og, address)
+        node = _object_node(session, og, address, quiet)
         targets = og.indices[og.indptr[node] : og.indptr[node + 1]].tolist()
         references = []
         for t in dict.fromkeys(targets):
-            for slot in _edge_slots(og, node, t):
-                references.append({**_named(session, g, t), "field": _slot(session, g, node, slot)})
+            for field in session.reference_fields(og, node, t):
+                references.append({**_named(session, g, t), "field": field})
         referenced_by = []
         for s in dict.fromkeys(og.referrers(node).tolist()):
-            for slot in _edge_slots(og, s, node):
-                referenced_by.append({**_named(session, g, s), "field": _slot(session, g, s, slot)})
+            for field in session.reference_fields(og, s, node):
+                referenced_by.append({**_named(session, g, s), "field": field})
         _, retained, count = og.dominators()
         record = {**_named(session, g, node), "size": g.size(node), "live": bool(og.live[node]),
                   "retained_size": int(retained[node]), "retained_count": int(count[node]),
                   "references": references, "referenced_by": referenced_by}
+        if to is not None:
+            del record["references"]
         if fmt == "json":
             out(dumps(record))
         else:
             out(f"{record['type']} at {record['address']} (size {record['size']:,}, "
                 f"{'live' if record['live'] else 'dead'}, retains {record['retained_size']:,} bytes in "
                 f"{record['retained_count']:,} objects)")
-            for title, rows in (("References", references), ("Referenced by", referenced_by)):
+            for title, rows in (() if to is not None else (("References", references),)) + \
+                    (("Referenced by", referenced_by),):
                 out(f"{title} ({len(rows):,}):")
                 for r in rows:
                     out(f"  {r['address']:>18} {r['field']:<28} {r['type']}")
         _report(session, quiet)
+
+
+#: a run of links of one field of one type at least this long is one line of the table
+RUN = 3
+
+
+def chain_lines(chain: list) -> list[str]:
+    """The table's lines of a root's chain: a link a line, a run of links through one field of one type (a linked
+    list: ``._next`` 598 times) one line with its count and its last object."""
+    lines, i = [], 0
+    while i < len(chain):
+        link = chain[i]
+        if "omitted" in link:
+            lines.append(f"  ... {link['omitted']:,} links left out (--max-length)")
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(chain) and link["field"] and "omitted" not in chain[j + 1] \
+                and (chain[j + 1]["type"], chain[j + 1]["field"]) == (link["type"], link["field"]):
+            j += 1
+        via = f"  .{link['field']}" if link["field"] else ""
+        if j - i + 1 >= RUN:
+            lines.append(f"  -> {link['address']} {link['type']}{via} ×{j - i + 1:,} (to {chain[j]['address']})")
+            i = j + 1
+        else:
+            lines.append(f"  -> {link['address']} {link['type']}{via}")
+            i += 1
+    return lines
 
 
 @click.command()
@@ -119,8 +146,11 @@ def refs(file, address, fmt, quiet, heap, profile, assemblies, kinds):
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
               help="Paths shown at the most (one per root, nearest roots first).")
+@click.option("--max-length", type=click.IntRange(min=2), default=None,
+              help="Links shown of each path at the most: a longer one is cut in its middle, the links left out "
+                   "counted (the table collapses runs of one field of one type either way: ._next ×598).")
 @graph_options
-def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
+def roots(file, address, fmt, limit, max_length, quiet, heap, profile, assemblies, kinds):
     """Why the object at ADDRESS is alive (SOS !gcroot): for each root that reaches it, a shortest chain of
     references from that root to it."""
     from ..present.jsonout import dumps
@@ -129,7 +159,7 @@ def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
         og = session.object_graph(kinds)
         _preamble(session, quiet)
         g = og.graph
-        node = _object_node(session, og, address)
+        node = _object_node(session, og, address, quiet)
         by_object: dict[int, list] = {}
         for r in og.roots.roots:
             by_object.setdefault(g.node(r.object), []).append(r)
@@ -138,8 +168,11 @@ def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
         for root_node, chain in found:
             links = [{**_named(session, g, chain[0]), "field": None}]
             for prev, nxt in zip(chain, chain[1:]):
-                slots = _edge_slots(og, prev, nxt)
-                links.append({**_named(session, g, nxt), "field": _slot(session, g, prev, slots[0]) if slots else None})
+                fields = session.reference_fields(og, prev, nxt)
+                links.append({**_named(session, g, nxt), "field": fields[0] if fields else None})
+            if max_length is not None and len(links) > max_length:  # the first links and the last, and how many between
+                head = (max_length + 1) // 2
+                links = links[:head] + [{"omitted": len(links) - max_length}] + links[len(links) - (max_length - head):]
             for r in by_object.get(root_node, [])[:1]:
                 paths.append({"root": r.as_dict(), "chain": links})
         record = {**_named(session, g, node), "live": bool(found), "paths": paths}  # live: a root reaches it
@@ -153,9 +186,8 @@ def roots(file, address, fmt, limit, quiet, heap, profile, assemblies, kinds):
                 root = p["root"]
                 where = f" of thread {root['thread']}" if "thread" in root else ""
                 out(f"{root['kind']}{where} at {root['address']}:")
-                for link in p["chain"]:
-                    via = f"  .{link['field']}" if link["field"] else ""
-                    out(f"  -> {link['address']} {link['type']}{via}")
+                for line in chain_lines(p["chain"]):
+                    out(line)
             out(f"Found {len(paths):,} {'path' if len(paths) == 1 else 'paths'}.")
         _report(session, quiet)
 

@@ -31,3 +31,5 @@ def info(file, fmt, mt, profile, heap, assemblies, quiet):
             for line in present.info_lines(flags_in(data)):
                 out(line)
         _report(session, quiet)
+        if session.dump.truncated_bytes and not session.heap.exact:  # what it holds, then the error others give
+            session.require_exact("the GC heap's figures")

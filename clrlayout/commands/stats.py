@@ -52,7 +52,7 @@ def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, 
     if top is not None and not duplicates:
         raise UsageError("--top with --type System.String limits the duplicated values: add --duplicates")
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
-    with _open(file, mt, profile, heap) as session:
+    with _open(file, mt, profile, heap, assemblies) as session:
         session.string_method_table()
         selected = with_liveness(session, selected, live, kinds)
         _preamble(session, quiet)

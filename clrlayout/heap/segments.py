@@ -360,7 +360,8 @@ def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
         return _fallback(heap, "no runtime module")
     dv = find_gc_dac_vars(dump, module, heap.warnings)
     if dv is None:
-        return _fallback(heap, "no GcDacVars structure in the runtime's data")
+        return _fallback(heap, "no GcDacVars structure in the runtime's data" + (
+            " that the file holds" if dump.truncated_bytes else ""))
     space = dump.memory
     limits = limits or space.limits
     gc = _Interface(space, dv, gc_interface())

@@ -83,10 +83,21 @@ class DiffRow:
 
 @dataclass
 class Diff:
+    """What :func:`diff` found: iterating over it gives its rows (:class:`DiffRow`), as ``len`` counts them."""
+
     dumps: list  # DumpTotals, in the order given
     rows: list  # DiffRow, sorted
     strings: list = field(default_factory=list)  # (value, [count per dump]) of duplicated values that grew
     warnings: list = field(default_factory=list)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
 
 
 def totals_of(session, live: bool = False, roots=ROOT_KINDS, strings: bool = False,

@@ -54,15 +54,34 @@ class HeapObject:
 
     def references(self) -> list["HeapObject"]:
         """The objects this one references (its reference fields' and elements' targets, in slot order, and a
-        dependent handle's secondary when this is its primary)."""
-        graph = self._heap.graph()
+        dependent handle's secondary when this is its primary).  They do not depend on the roots: an unreadable
+        kind of root is no error here."""
+        graph = self._heap.graph(())
         node = graph.graph.node(self.address)
         if node is None:
             return []
         return [self._heap._node_object(graph, int(t)) for t in graph.indices[graph.indptr[node] : graph.indptr[node + 1]]]
 
+    def referrers(self) -> list["HeapObject"]:
+        """The objects that reference this one (:meth:`Heap.referrers`)."""
+        return self._heap.referrers(self)
+
     def __str__(self) -> str:
         return f"{self.type} at {self.address:#x}"
+
+
+@dataclass
+class RootPath:
+    """A root and a shortest chain of references from it to an object (:meth:`Heap.root_paths`)."""
+
+    root: object  #: the :class:`~clrlayout.graph.roots.Root`: kind, object, address (handle, slot, stack word), thread
+    #: (object, the field of the object before it that references it: None for the root's own object)
+    chain: list
+
+    def __str__(self) -> str:
+        where = f" of thread {self.root.thread}" if self.root.thread is not None else ""
+        return f"{self.root.kind}{where} at {self.root.address:#x}: " + " -> ".join(
+            f"{obj}" + (f" (.{f})" if f else "") for obj, f in self.chain)
 
 
 class Heap:
@@ -72,6 +91,7 @@ class Heap:
     def __init__(self, session: Session):
         self._session = session
         self._types: dict[int, ClrType] = {}
+        self._graphs: dict[tuple, object] = {}  #: root kinds -> the object graph with them
 
     @property
     def exact(self) -> bool:
@@ -115,7 +135,41 @@ class Heap:
     def graph(self, roots=ROOT_KINDS):
         """The object graph with these root kinds (:class:`~clrlayout.graph.objectgraph.ObjectGraph`), built once
         per set of kinds; :class:`~clrlayout.errors.RootsNotFound` where a kind cannot be read."""
-        return self._session.object_graph(tuple(roots))
+        key = tuple(roots)
+        if key not in self._graphs:
+            self._graphs[key] = self._session.object_graph(key)
+        return self._graphs[key]
+
+    def referrers(self, obj: "HeapObject | int") -> list[HeapObject]:
+        """The objects that reference the object (or the object at that address), each once, in heap order
+        (``refs --to``); like references, they do not depend on the roots."""
+        graph = self.graph(())
+        node = graph.graph.node(obj if isinstance(obj, int) else obj.address)
+        if node is None:
+            return []
+        return [self._node_object(graph, int(s)) for s in dict.fromkeys(sorted(graph.referrers(node).tolist()))]
+
+    def root_paths(self, obj: "HeapObject | int", roots=ROOT_KINDS, limit: int = 100) -> list["RootPath"]:
+        """Why the object is alive (``roots``, SOS ``!gcroot``): for each root that reaches it (at most ``limit``,
+        nearest first), a shortest chain of objects from the root's object to it, each with the field of the one
+        before that references it.  Empty: the object is dead (no root reaches it)."""
+        graph = self.graph(roots)
+        g = graph.graph
+        node = g.node(obj if isinstance(obj, int) else obj.address)
+        if node is None:
+            return []
+        by_node: dict[int, list] = {}
+        for r in graph.roots.roots:
+            by_node.setdefault(g.node(r.object), []).append(r)
+        out = []
+        for root_node, chain in graph.shortest_paths(node, limit):
+            links = [(self._node_object(graph, chain[0]), None)]
+            for prev, nxt in zip(chain, chain[1:]):
+                fields = self._session.reference_fields(graph, prev, nxt)
+                links.append((self._node_object(graph, nxt), fields[0] if fields else None))
+            for r in by_node.get(root_node, [])[:1]:
+                out.append(RootPath(r, links))
+        return out
 
     def roots(self, roots=ROOT_KINDS) -> list:
         """The roots (:class:`~clrlayout.graph.roots.Root`: kind, object, address, thread) of these kinds."""

@@ -94,6 +94,26 @@ class RuntimeMemory:
             return cache.pop(key)
         return cache[key]
 
+    def reference_fields(self, og, src: int, dst: int) -> list[str]:
+        """How node ``src`` of the object graph ``og`` references node ``dst``: the name of each of its slots that
+        holds it (a field, ``[i]``, ``[i].field``), then what else makes it an edge (a dependent handle, a
+        collectible type's LoaderAllocator) by name."""
+        from ..graph.slots import slot_name
+
+        graph = og.graph
+        slots = [slot for slot, target in graph.reference_slots(src) if target == dst]
+        if not slots:
+            return og.unslotted(src, dst)
+        address, mt = int(graph.addresses[src]), graph.method_table(src)
+        record = self.mts.get(mt)
+        layout = self.type_layout(mt) if self.profile.method_table is not None else None
+        element = self.array_element(mt) if record is not None and record.component_size else None
+        names = [slot_name(slot - address, record.component_size if record else 0,
+                           (record.base_size - self.profile.object.header_size) if record else 0,
+                           layout.fields if layout is not None else (), element[3] if element else ())
+                 for slot in slots]
+        return names + og.unslotted(src, dst)
+
     def loader_allocators(self, graph) -> dict[int, int]:
         """MethodTable -> its LoaderAllocator object, for every collectible type among the ``graph``'s objects
         (:mod:`clrlayout.graph.collectible`): the reference an object of such a type holds without a field. A

@@ -82,12 +82,19 @@ class Walks:
 
     def object_at(self, address: int) -> HeapObject | None:
         """The object (free space included) whose bytes, header to padding, hold ``address`` (None: no object of
-        the exactly walked heap does).  Walks only the segment that holds it, from its start."""
+        the exactly walked heap does).  The first call walks only the segment that holds it, from its start; a
+        second one makes an index of every object's start (one walk of the heap), and every call after it is a
+        binary search in that index."""
+        if "_object_starts" in self.__dict__:
+            return self._indexed_object(address)
         from ..heap.fastwalk import FastWalker, HeapSteps
 
         self.require_exact("finding an object")
         self.string_method_table()
         h = self.profile.object.header_size
+        if self.__dict__.get("_looked_up"):
+            return self._indexed_object(address)
+        self._looked_up = True
         seg = self.heap.segment_at(address + h) or self.heap.segment_at(address)
         if seg is None:
             return None
@@ -101,6 +108,33 @@ class Walks:
             if int(starts[-1]) + int(win.aligned[-1]) > address:
                 return None
         return None
+
+    def _indexed_object(self, address: int) -> HeapObject | None:
+        """:meth:`object_at` through the index of every object's first byte (header), aligned size, MethodTable,
+        count and segment, made by one walk of the heap the first time (about 33 bytes an object)."""
+        if "_object_starts" not in self.__dict__:
+            h = self.profile.object.header_size
+            segments = {id(seg): i for i, seg in enumerate(self.heap.segments)}
+            parts: list[list] = [[], [], [], [], []]
+            for win in self.heap_steps().windows():
+                if not len(win.offsets):
+                    continue
+                parts[0].append(win.offsets.astype(np.uint64) + np.uint64(win.base - h))
+                parts[1].append(win.aligned.astype(np.uint64))
+                parts[2].append(win.method_tables.astype(np.uint64))
+                parts[3].append(win.counts.astype(np.uint32))
+                parts[4].append(np.full(len(win.offsets), segments[id(win.segment)], dtype=np.uint32))
+            arrays = [np.concatenate(p) if p else np.zeros(0, dtype=np.uint64) for p in parts]
+            order = np.argsort(arrays[0], kind="stable")
+            self._object_starts = [a[order] for a in arrays]
+        starts, aligned, mts, counts, segment = self._object_starts
+        i = int(starts.searchsorted(np.uint64(address), side="right")) - 1
+        if i < 0 or address >= int(starts[i]) + int(aligned[i]):
+            return None
+        mt, count = int(mts[i]), int(counts[i])
+        t = self.mts.get(mt)
+        return HeapObject(int(starts[i]) + self.profile.object.header_size, mt, t.object_size(count), int(aligned[i]),
+                          count, t, self.heap.segments[int(segment[i])], self.type_name(mt))
 
     def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
         """Every System.String of the heap, in address order within each segment (values only with
