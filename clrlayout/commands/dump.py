@@ -22,12 +22,16 @@ from .common import (with_liveness, STRING_TYPES, out, jobs_option, scan_options
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Stop after N objects.")
 @click.option("--layout", is_flag=True, help="Print each object's field layout and an annotated hex dump.")
+@click.option("--fields", is_flag=True,
+              help="With --type (not System.String): each object's instance fields and their values, as object "
+                   "prints them (the table: name=value after the object; jsonl: \"fields\"; csv: a \"fields\" column "
+                   "of JSON).")
 @click.option("--full", is_flag=True, help="Whole values in the table (not cut at 80 characters) and the whole hex "
               "dump with --layout (not cut at 64 lines).")
 @jobs_option
 @assemblies_option
 @scan_options
-def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, strict, min_length, max_length,
+def dump(file, type_name, exact, fmt, limit, layout, fields, full, jobs, assemblies, strict, min_length, max_length,
          min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet, live, kinds):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
     from .. import parallel
@@ -35,6 +39,8 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
 
     if layout and fmt == "csv":
         raise UsageError("--layout has no CSV form: use --format table or jsonl")
+    if fields and layout:
+        raise UsageError("--fields lists the fields' values; --layout shows them with their offsets: give one")
     by_mt = None  # --mt of a type other than System.String: the objects of that MethodTable (SOS -mt)
     if mt is not None and type_name in STRING_TYPES and \
             click.get_current_context().get_parameter_source("type_name") is click.core.ParameterSource.DEFAULT:
@@ -50,7 +56,9 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
             raise UsageError(f"{', '.join(string_only)}: only for System.String, not --type {type_name}")
         return _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict,
                              make_object_filter(min_size, max_size, generations, address_range, None), by_mt,
-                             profile, heap, quiet, live, kinds)
+                             profile, heap, quiet, live, kinds, fields)
+    if fields:
+        raise UsageError("--fields: for --type of a type other than System.String (a string's value is shown)")
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
     with _open(file, mt, profile, heap, assemblies) as session:
         ptr = session.profile.pointer_size
@@ -109,7 +117,7 @@ def dump(file, type_name, exact, fmt, limit, layout, full, jobs, assemblies, str
 
 
 def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict, selected, mt, profile,
-                  heap, quiet, live=None, kinds=()):
+                  heap, quiet, live=None, kinds=(), fields=False):
     """dump --type NAME (a type other than System.String: every type whose name contains it, or is it with
     ``exact``) and/or --mt MT (a MethodTable other than String's): Address, MT, Size and the name (!dumpheap
     -type / -mt), each object's JOL layout with --layout; ``selected``: the objects the other filters keep."""
@@ -130,7 +138,7 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
                 if fmt == "table" and not layout:
                     out(text.objects_header(ptr))
                 if fmt == "csv":
-                    out("address,method_table,size,aligned_size,length,heap,type")
+                    out("address,method_table,size,aligned_size,length,heap,type" + (",fields" if fields else ""))
             if not selected.accepts(obj):
                 continue
             if limit is not None and count >= limit:
@@ -139,16 +147,21 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
             count += 1
             size += obj.size
             aligned += obj.aligned_size
+            values = _field_values(session, obj, full) if fields else None
             if layout:
                 _print_object_layout(session, obj, heap_name, fmt, full)
             elif fmt == "table":
-                out(text.object_line(obj, ptr))
+                out(text.object_line(obj, ptr) + "".join(f"  {n}={v}" for n, v in (values or ())))
             elif fmt == "jsonl":
-                out(jsonout.dumps(jsonout.object_record(obj, heap_name)))
+                record = jsonout.object_record(obj, heap_name)
+                if values is not None:
+                    record["fields"] = dict(values)
+                out(jsonout.dumps(record))
             else:
                 out(",".join([f"{obj.address:#x}", f"{obj.method_table:#x}", str(obj.size), str(obj.aligned_size),
                               str(obj.count) if obj.type.component_size else "", heap_name,
-                              _csv_field(jsonout.csv_value(obj.type_name or ""))]))
+                              _csv_field(jsonout.csv_value(obj.type_name or ""))]
+                             + ([_csv_field(jsonout.dumps(dict(values)))] if values is not None else [])))
         if not found and mt is not None:
             if type_name and session.mts.get(mt) is not None and not session.is_named(mt, type_name, exact):
                 raise TypeNotFound(f"--mt {mt:#x} is {session.type_name(mt) or 'a type without a name'}, not a type "
@@ -159,6 +172,18 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
         if fmt == "table":
             out(text.total_line(count, size, aligned, noun=("object", "objects")))
         _report(session, quiet, strict)
+
+
+def _field_values(session, obj, full: bool) -> list:
+    """(name, value) of the object's instance fields (none for an array), as ``object`` shows them."""
+    from ..objects.instances import field_values
+
+    lay = session.type_layout(obj.method_table)
+    if lay is None or obj.type.component_size:
+        return []
+    data = session.dump.memory.read_available(obj.address, obj.aligned_size)
+    referent = (lambda address: session.referent(address, None)) if full else session.referent
+    return field_values(session.profile, lay.fields, data, referent)
 
 
 def _print_layout(session, s, fmt: str = "table", full: bool = False) -> None:

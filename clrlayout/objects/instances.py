@@ -105,6 +105,22 @@ def _field_rows(profile, fields, rows, start, data, at, counter, prefix, referen
         rows.append(LayoutRow(start + pos, end - pos, "", f"{prefix}(padding at the end of the struct)", "gap"))
 
 
+def field_values(profile: Profile, fields, data: bytes, referent=None, start: int = 0, prefix: str = "") -> list:
+    """(name, value) of each instance field of an object whose bytes from its MethodTable pointer on are ``data``,
+    as ``object`` shows them (a reference with its object's type and a string's start); an embedded struct's fields
+    by their dotted names (``When._dateData``), a struct whose fields are not known as its bytes in hex."""
+    out = []
+    for f in fields:
+        raw = data[start + f.offset:][:f.size]
+        if f.kind == "struct" and f.fields:
+            out += field_values(profile, f.fields, data, referent, start + f.offset, f"{prefix}{f.name}.")
+        elif f.kind == "struct":
+            out.append((prefix + f.name, raw.hex(" ") if raw else None))
+        else:
+            out.append((prefix + f.name, show_value(f.show, raw, profile.pointer_size, referent)))
+    return out
+
+
 def instance_layout(profile: Profile, layout: TypeLayout, address: int | None = None, data: bytes | None = None,
                     size: int | None = None, aligned: int | None = None, count: int = 0, element=None,
                     referent=None, large: bool = False, max_elements: int | None = ARRAY_ROWS) -> ObjectLayout:

@@ -291,8 +291,10 @@ def find_contract_descriptor(dump: Dump, module: Module | None, search: list | t
         address = _scan_dump(dump, module, spec, header)
         if address is None:
             if image.file is None:
+                where = (f"nor in assemblies={','.join(search)}" if search else
+                         "(give its folder as assemblies=DIR)")
                 return (f"not in the dump, and {module.path or module.name} (which exports it from .NET 9 on) "
-                        f"is not on this machine (give its folder as assemblies=DIR)")
+                        f"is not on this machine {where}")
             address = image.from_file("export", spec["symbol"])
             if address is None:
                 return f"{module.name} does not export {spec['symbol']} (.NET 9 and later do)"

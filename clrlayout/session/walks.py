@@ -128,6 +128,8 @@ class Walks:
             order = np.argsort(arrays[0], kind="stable")
             self._object_starts = [a[order] for a in arrays]
         starts, aligned, mts, counts, segment = self._object_starts
+        if not 0 <= address < 1 << 64:
+            return None
         i = int(starts.searchsorted(np.uint64(address), side="right")) - 1
         if i < 0 or address >= int(starts[i]) + int(aligned[i]):
             return None
