@@ -295,8 +295,10 @@ def _extended(source, out, extra: int = 0):
     for i in range(extra):  # Elf64_Phdr: type, flags, offset, vaddr, paddr, filesz, memsz, align
         table += struct.pack("<IIQQQQQQ", 1, 4, 0, last + 0x1000 * (2 * i + 1), 0, 0, 0x1000, 0x1000)
     count = phnum + extra
-    new_phoff = len(data) + (-len(data)) % 8
-    data += bytes(new_phoff - len(data)) + table
+    new_phoff = phoff  # in place, as the kernel writes it; the section header after the data
+    if extra:  # a longer table: after the data
+        new_phoff = len(data) + (-len(data)) % 8
+        data += bytes(new_phoff - len(data)) + table
     shoff = len(data)
     data += struct.pack("<IIQQQQIIQQ", 0, 0, 0, 0, 0, 0, 0, count, 0, 0)  # section header 0: sh_info = count
     struct.pack_into("<Q", data, 0x20, new_phoff)  # e_phoff
