@@ -98,9 +98,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         click.echo("clrlayout: interrupted", err=True)
         return 130
-    except MemoryError:
-        click.echo("clrlayout: error: out of memory", err=True)
-        return int(ExitCode.INTERNAL)
+    except MemoryError:  # a heap too large for this machine: not a bug, and not the dump's fault
+        click.echo("clrlayout: error: out of memory: this machine has too little memory for the answer on this dump "
+                   "(docs/performance.md says what each command needs per object)", err=True)
+        return int(ExitCode.OUT_OF_MEMORY)
     except Exception as e:  # a bug: one line, traceback on request
         if os.environ.get("CLRLAYOUT_DEBUG"):
             raise

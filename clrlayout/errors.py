@@ -29,6 +29,8 @@ class ExitCode(enum.IntEnum):
     OUTPUT = 6
     #: a live runtime could not be hosted (missing package or library)
     NO_LIVE_RUNTIME = 7
+    #: the machine ran out of memory for the answer (a heap too large for it: see docs/performance.md)
+    OUT_OF_MEMORY = 8
     #: a bug in clrlayout
     INTERNAL = 70
 
@@ -143,6 +145,13 @@ class RootsNotFound(ClrLayoutError):
 
     code = "roots-not-found"
     exit_code = ExitCode.NO_RUNTIME
+
+
+class AmbiguousType(ClrLayoutError):
+    """Several types have the name asked for (one per module or load context): which one is for the caller."""
+
+    code = "ambiguous-type"
+    exit_code = ExitCode.USAGE
 
 
 class RedactedPart(ClrLayoutError):

@@ -71,7 +71,8 @@ class Findings:
         return self.count - self.anomalies
 
     def __len__(self) -> int:
-        return self.count
+        """The findings kept (what iterating gives); :attr:`count` is how many there were."""
+        return len(self.items)
 
     def __iter__(self):
         return iter(self.items)

@@ -32,16 +32,6 @@ class StringFilter:
         return any(v is not None for v in (self.min_length, self.max_length, self.contains, self.regex,
                                            self.address_range, self.min_size, self.max_size, self.heaps, self.live))
 
-    def accepts_shape(self, address: int, length: int) -> bool:
-        """The tests that need no characters."""
-        if self.min_length is not None and length < self.min_length:
-            return False
-        if self.max_length is not None and length > self.max_length:
-            return False
-        if self.address_range is not None and not self.address_range[0] <= address < self.address_range[1]:
-            return False
-        return True
-
     def apply(self, batch):
         """The strings of a batch that pass: shape tests vectorised, value tests per remaining string."""
         if not self.active:

@@ -214,7 +214,8 @@ def _report(session, quiet: bool, strict: bool = False) -> None:
 EXIT_CODES = ("Exit codes: 0 ok; 1 an answer not exact and complete under --strict, or a failed live check; "
               "2 usage; 3 unreadable, "
               "truncated or unsupported dump; 4 no .NET runtime, GC heap or System.String type found; 5 bad "
-              "layout profile; 6 output not written; 7 live runtime not installed; 70 a bug in clrlayout.")
+              "layout profile; 6 output not written; 7 live runtime not installed; 8 out of memory; 70 a bug in "
+              "clrlayout.")
 
 
 def _no_objects_of(session, mt: int, asked: str, also: str = "") -> TypeNotFound:

@@ -32,6 +32,11 @@ from .common import out, roots_option
 def fleet(dumps, out_dir, scheduler, workers, timeout, memory_mb, no_retained, force, strict, kinds):
     """Analyse many dumps (files, directories walked recursively, globs) into Parquet tables: dumps (one row per
     input, errors included), types (stats by type, with retained bytes) and memory (bytes by kind)."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise UsageError("fleet writes Parquet tables with pyarrow, which is not installed: pip install "
+                         "'clrlayout[fleet]'") from None
     from .. import fleet as engine
     from ..present.fleet import FleetProgress, summary_lines
 

@@ -55,10 +55,6 @@ class Thread:
     #: the stack pointer when the dump was written (None: no register context)
     sp: int | None = None
 
-    @property
-    def stack_size(self) -> int:
-        return (self.stack_end or 0) - (self.stack_start or 0)
-
 
 @dataclass(frozen=True)
 class MemoryInfo:
@@ -138,19 +134,6 @@ class Dump:
             return None
         return (f"the dump file is truncated: it holds {self.file_size:,} of the {self.expected_size:,} bytes its "
                 f"own tables describe ({self.truncated_bytes:,} missing)")
-
-    def find_module(self, *names: str) -> Module | None:
-        wanted = {n.lower() for n in names}
-        for m in self.modules:
-            if m.name.lower() in wanted:
-                return m
-        return None
-
-    def module_at(self, address: int) -> Module | None:
-        for m in self.modules:
-            if m.contains(address):
-                return m
-        return None
 
     def close(self) -> None:
         self.memory.close()

@@ -20,24 +20,13 @@ def interpreted(size: int | None) -> bool:
     return size is not None and size < INTERPRETED_BELOW and "numba" not in sys.modules
 
 
-def have_numba() -> bool:
-    try:
-        import numba  # noqa: F401
-    except ImportError:  # pragma: no cover
-        return False
-    return True
-
-
 def jit(function, size: int | None = None):
     """``function`` compiled by numba when it is installed (once), else as it is; as it is too for a loop over
     ``size`` items that :func:`interpreted` runs as Python."""
     if interpreted(size):
         return function
-    if function.__name__ not in _compiled:
-        if have_numba():
-            import numba
+    if function.__name__ not in _compiled:  # numba is a dependency: always there
+        import numba
 
-            _compiled[function.__name__] = numba.njit(cache=True, nogil=True)(function)
-        else:  # pragma: no cover
-            _compiled[function.__name__] = function
+        _compiled[function.__name__] = numba.njit(cache=True, nogil=True)(function)
     return _compiled[function.__name__]

@@ -81,12 +81,3 @@ def _small_levels(indptr, indices, parent, dist, frontier, level, limit):  # pra
         frontier = np.sort(following[:count])
     return frontier, level
 
-
-def path_to(parent: np.ndarray, node: int) -> list[int]:
-    """The nodes from the root that reached ``node`` down to it ([] when it is not reachable)."""
-    if parent[node] < 0:
-        return []
-    out = [node]
-    while parent[out[-1]] != out[-1] and len(out) <= len(parent):
-        out.append(int(parent[out[-1]]))
-    return out[::-1]

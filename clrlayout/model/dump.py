@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .heap import Heap
 from .types import ClrType
+from ..errors import AmbiguousType
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,20 @@ class Runtime:
 
     def type(self, name_or_method_table: str | int) -> ClrType | None:
         """The type named so (as the DAC or reflection prints it) among the heap's types, or of that
-        MethodTable; None when there is none."""
+        MethodTable; None when there is none, :class:`~clrlayout.errors.AmbiguousType` when several are."""
         if isinstance(name_or_method_table, int):
             return self.heap.type_of(name_or_method_table)
-        found = self._session.method_tables_named(name_or_method_table)
-        return self.heap.type_of(found[0]) if found else None
+        found = self.types_named(name_or_method_table)
+        if len(found) > 1:  # never a guess: which one is for the caller to say
+            raise AmbiguousType(f"{len(found)} types are named {name_or_method_table} (MethodTables "
+                                f"{', '.join(f'{t.method_table:#x}' for t in found)}: one per module or loader that "
+                                f"loaded it): use types_named(), or give the MethodTable")
+        return found[0] if found else None
+
+    def types_named(self, name: str) -> list[ClrType]:
+        """Every type named so (as the DAC or reflection prints it) among the heap's types: several where modules
+        or load contexts loaded the same name."""
+        return [self.heap.type_of(mt) for mt in self._session.method_tables_named(name)]
 
     @property
     def types(self) -> list[ClrType]:

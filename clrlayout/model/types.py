@@ -3,18 +3,14 @@
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from ..objects.instances import primitive_value
 
 if TYPE_CHECKING:
     from ..session import Session
     from ..types.layouts import FieldLayout
-
-#: how a field's bytes are decoded into a Python value, by its show kind and size
-_FORMATS = {("int", 1): "b", ("int", 2): "h", ("int", 4): "i", ("int", 8): "q", ("uint", 1): "B", ("uint", 2): "H",
-            ("uint", 4): "I", ("uint", 8): "Q", ("float", 4): "f", ("float", 8): "d", ("bool", 1): "?",
-            ("char", 2): "H"}
 
 
 @dataclass(frozen=True)
@@ -40,17 +36,20 @@ class ClrField:
 
     def decode(self, data: bytes, pointer_size: int):
         """The value of this field from its bytes: int, float, bool or a one-character str; a reference or
-        pointer as an address (None for null); a struct as a dict of its fields' values; else the bytes."""
+        pointer as an address (None for null); a struct as a dict of its fields' values; else the bytes.  A bool
+        whose byte is neither 0 nor 1 is that number (``object`` shows it as "2 (not 0 or 1)"), as a char that is
+        a lone surrogate is its code."""
         if self.kind == "struct":
             return {f.name: f.decode(data[f.offset : f.offset + f.size], pointer_size) for f in self.fields} \
                 if self.fields else bytes(data)
         if self.kind in ("reference", "pointer"):
             value = int.from_bytes(data[:pointer_size], "little")
             return None if self.kind == "reference" and value == 0 else value
-        fmt = _FORMATS.get((self.show, len(data)))
-        if fmt is None:
+        value = primitive_value(self.show, bytes(data))
+        if value is None:
             return bytes(data)
-        (value,) = struct.unpack("<" + fmt, data)
+        if self.show == "bool":
+            return {0: False, 1: True}.get(value, value)
         return chr(value) if self.show == "char" and not 0xD800 <= value <= 0xDFFF else value
 
 

@@ -43,6 +43,13 @@ class Referent:
     limit: int | None = REFERENCED_CHARS
 
 
+def primitive_value(show: str, data: bytes):
+    """A primitive field's bytes as a number (a bool and a char as their integer too), or None when ``show`` and
+    the size are no primitive's: the one decoding table, for the table's text and the model's values alike."""
+    fmt = _FORMATS.get((show, len(data)))
+    return None if fmt is None else struct.unpack("<" + fmt, data)[0]
+
+
 def show_value(show: str, data: bytes | None, pointer_size: int, referent=None) -> str | None:
     """A field's bytes as the table shows them: integers in decimal, floats as repr, bool, char, pointers
     and references in hex (a reference with its object's type and a string's value)."""
@@ -62,10 +69,9 @@ def show_value(show: str, data: bytes | None, pointer_size: int, referent=None) 
             s = r.string if r.limit is None or len(r.string) <= r.limit else r.string[:r.limit] + "\u2026"
             text += " " + quote(s)
         return text
-    fmt = _FORMATS.get((show, len(data)))
-    if fmt is None:
+    v = primitive_value(show, data)
+    if v is None:
         return data.hex(" ")
-    (v,) = struct.unpack("<" + fmt, data)
     if show == "bool":
         return {0: "false", 1: "true"}.get(v, f"{v} (not 0 or 1)")
     if show == "char":

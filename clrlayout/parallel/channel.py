@@ -26,22 +26,6 @@ class Channel:
             return False
         return True
 
-    def receive(self, kind: bytes, expect_payload: bool = True):
-        """The payload of the next message, which must be of ``kind``; None when the other side has gone
-        (then ``broken`` is set) or the payload is empty (b"" without ``expect_payload``)."""
-        got = self._message(kind)
-        if got is None:
-            return None
-        body = got[1]
-        if not body:
-            return None if expect_payload else b""
-        return pickle.loads(body)
-
-    def receive_kind(self, kinds: bytes) -> bytes | None:
-        """The kind of the next message, which must be one of ``kinds`` (None: the other side has gone)."""
-        got = self._message(kinds)
-        return None if got is None else got[0]
-
     def message(self, kinds: bytes) -> tuple[bytes, object] | None:
         """The next message, of one of ``kinds``: (kind, payload or None)."""
         got = self._message(kinds)

@@ -83,7 +83,7 @@ def _contract(dump: Dump, runtime: RuntimeInfo, profile: Profile, search: list) 
     against it; ``search``: directories the runtime's file may be in (``assemblies``)."""
     if runtime.flavor != "coreclr":
         name = {"netfx": "the .NET Framework", "mono": "Mono"}.get(runtime.flavor, runtime.flavor)
-        return f"{name} has none (CoreCLR exports one from ..NET 9 on)", None
+        return f"{name} has none (CoreCLR exports one from .NET 9 on)", None
     version = runtime.version_tuple
     if version is not None and version < (9,):
         return f"CoreCLR {runtime.version} is older than .NET 9, which introduced it", None
