@@ -100,7 +100,9 @@ class HeapGraph:
 
     def node(self, address: int) -> int | None:
         """The node of the object that starts at ``address`` (None: no object starts there)."""
-        i = int(np.searchsorted(self.addresses, np.uint64(address)))
+        if not 0 <= address < 1 << 64:
+            return None
+        i = int(self.addresses.searchsorted(np.uint64(address)))
         return i if i < len(self.addresses) and int(self.addresses[i]) == address else None
 
     def containing(self, address: int) -> int | None:

@@ -56,11 +56,12 @@ class HeapObject:
         """The objects this one references (its reference fields' and elements' targets, in slot order, and a
         dependent handle's secondary when this is its primary).  They do not depend on the roots: an unreadable
         kind of root is no error here."""
-        graph = self._heap.graph(())
+        heap = self._heap
+        graph = heap.graph(())
         node = graph.graph.node(self.address)
         if node is None:
             return []
-        return [self._heap._node_object(graph, int(t)) for t in graph.indices[graph.indptr[node] : graph.indptr[node + 1]]]
+        return [heap._node_object(graph, t) for t in graph.indices[graph.indptr[node]:graph.indptr[node + 1]].tolist()]
 
     def referrers(self) -> list["HeapObject"]:
         """The objects that reference this one (:meth:`Heap.referrers`)."""
@@ -189,11 +190,14 @@ class Heap:
 
     def _node_object(self, graph, node: int) -> HeapObject:
         g = graph.graph
-        mt = g.method_table(node)
-        t = self.type_of(mt)
+        mt = int(g.types[g.kinds[node]])
+        t = self._types.get(mt) or self.type_of(mt)
         address = int(g.addresses[node])
-        size = g.size(node)
-        count = (size - t.base_size) // t.component_size if t.component_size else 0
+        if t.component_size:  # an array's or string's length, read again (the graph keeps no sizes)
+            size = g.size(node)
+            count = (size - t.base_size) // t.component_size
+        else:
+            size, count = t.base_size, 0
         segment = self._session.heap.segment_at(address)
         generation = segment.generation(address) if segment is not None else "?"
         return HeapObject(address, t, size, int(g.aligned[node]), count, generation, self)
