@@ -112,6 +112,11 @@ def refs(file, address, to, fmt, quiet, heap, profile, assemblies, kinds):
         _report(session, quiet)
 
 
+def _via(field: str) -> str:
+    """How the table shows the field that holds a link: ``.name``, ``.[i]``; a static by its type's name."""
+    return field if field.endswith("(static)") else f".{field}"
+
+
 #: a run of links of one field of one type at least this long is one line of the table
 RUN = 3
 
@@ -130,7 +135,7 @@ def chain_lines(chain: list) -> list[str]:
         while j + 1 < len(chain) and link["field"] and "omitted" not in chain[j + 1] \
                 and (chain[j + 1]["type"], chain[j + 1]["field"]) == (link["type"], link["field"]):
             j += 1
-        via = f"  .{link['field']}" if link["field"] else ""
+        via = f"  {_via(link['field'])}" if link["field"] else ""
         if j - i + 1 >= RUN:
             lines.append(f"  -> {link['address']} {link['type']}{via} ×{j - i + 1:,} (to {chain[j]['address']})")
             i = j + 1

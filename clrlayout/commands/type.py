@@ -33,19 +33,22 @@ def type_(file, name, fmt, assemblies, quiet, heap, profile):
             mts = [address]
         else:
             mts = session.method_tables_named(name) if session.heap.exact else []
+            if not mts and session.heap.exact:  # a type without instances (a static class): its modules' TypeDefs
+                mts = [m for m in session.statics().all_types() if session.is_named(m, name, True)]
             if not mts and address is not None and (name.lower().startswith("0x") or any(c.isdigit() for c in name)):
                 held = session.dump.memory.try_read(address, 1) is not None
                 raise TypeNotFound(f"type {name}: no MethodTable in the dump at {address:#x}"
                                    + ("" if held else " (the dump holds no memory there)"))
             if not mts:
                 similar = session.type_names_containing(name) if session.heap.exact else []
-                raise TypeNotFound(f"type {name}: no type of that name among the heap's types"
+                raise TypeNotFound(f"type {name}: no type of that name among the heap's types and its modules' types"
                                    + (f" (names that contain it: {'; '.join(similar)})" if similar else "")
                                    + ("" if session.heap.exact else " (no exact heap walk: give a MethodTable address)"))
         _preamble(session, quiet)
         for i, mt in enumerate(mts):
             if i:
                 out()
-            for line in typelayout.render(session, session.type_layout(mt), fmt):
+            statics = session.statics().values(mt) if session.heap.exact else None
+            for line in typelayout.render(session, session.type_layout(mt), fmt, statics):
                 out(line)
         _report(session, quiet)

@@ -17,7 +17,30 @@ def field_record(f: FieldLayout) -> dict:
     return record
 
 
-def type_record(lay: TypeLayout, parent_names: list, losses: tuple[int, int]) -> dict:
+#: how the table says where a static lives that has no one value
+STORAGE_TEXT = {"thread": "(thread-local: one value per thread)", "rva": "(data in the image: RVA static)"}
+
+
+def static_rows(session, statics) -> list[dict]:
+    """Each static field with its value, as SOS's ``!dumpclass`` lists them: a reference (a boxed struct's too) with
+    its object's type and a string's start, a primitive's value; where it is."""
+    from ..objects.instances import show_value
+
+    ptr = session.profile.pointer_size
+    out = []
+    for v in statics:
+        f = v.field
+        if v.data is None:
+            value = STORAGE_TEXT.get(f.storage, "(not in the dump)")
+        else:
+            show = "reference" if f.storage == "gc" else f.show
+            value = show_value(show, v.data, ptr, session.referent)
+        out.append({"name": f.name, "type": f.type, "token": f"{f.token:#010x}", "storage": f.storage,
+                    "offset": f.offset, "address": None if v.address is None else f"{v.address:#x}", "value": value})
+    return out
+
+
+def type_record(lay: TypeLayout, parent_names: list, losses: tuple[int, int], statics=None) -> dict:
     """The JSON of ``type`` (its fields: docs/guide/types.md)."""
     return {
         "method_table": f"{lay.method_table:#x}",
@@ -29,13 +52,15 @@ def type_record(lay: TypeLayout, parent_names: list, losses: tuple[int, int]) ->
         "value_type": lay.value_type,
         "unboxed_size": lay.unboxed_size,
         "fields": [field_record(f) for f in lay.fields],
-        "static_fields": [{"name": f.name, "type": f.type, "token": f"{f.token:#010x}"} for f in lay.statics],
+        "static_fields": statics if statics is not None else
+        [{"name": f.name, "type": f.type, "token": f"{f.token:#010x}", "storage": f.storage} for f in lay.statics],
         "space_losses": {"internal": losses[0], "external": losses[1]},
         "problems": list(lay.problems),
     }
 
 
-def render(session, lay: TypeLayout, fmt: str) -> list[str]:
+def render(session, lay: TypeLayout, fmt: str, statics=None) -> list[str]:
+    """``statics``: the :class:`~clrlayout.graph.statics.StaticValue` of each static field (None: no values)."""
     from .jsonout import dumps
 
     p = session.profile
@@ -46,8 +71,9 @@ def render(session, lay: TypeLayout, fmt: str) -> list[str]:
         obj = string_layout(p, 0)
     else:
         obj = instance_layout(p, lay)
+    rows = static_rows(session, statics) if statics is not None else None
     if fmt == "json":
-        return [dumps(type_record(lay, parent_names, obj.losses()))]
+        return [dumps(type_record(lay, parent_names, obj.losses(), rows))]
     name = lay.name or f"<unknown type, MT {lay.method_table:#x}>"
     lines = [
         f"Name:          {name}",
@@ -67,7 +93,11 @@ def render(session, lay: TypeLayout, fmt: str) -> list[str]:
         lines += ["", "Unboxed layout (offsets from the start of the value, as in an array or a field):"]
         rows = [[f.offset - ptr, f.size, f.type, f.name] for f in lay.fields]
         lines += table(["OFF", "SZ", "TYPE", "DESCRIPTION"], rows, "rrll", indent="  ")
-    if lay.statics:
+    if lay.statics and rows is not None:
+        lines += ["", "Static fields (not in the object; as SOS's !dumpclass):"]
+        lines += table(["ADDRESS", "TYPE", "NAME", "VALUE"],
+                       [[r["address"] or "", r["type"], r["name"], r["value"] or ""] for r in rows], "llll", indent="  ")
+    elif lay.statics:
         lines += ["", "Static fields (not in the object):"]
         lines += table(["TYPE", "NAME"], [[f.type, f.name] for f in lay.statics], "ll", indent="  ")
     for problem in lay.problems:

@@ -94,6 +94,50 @@ class RuntimeMemory:
             return cache.pop(key)
         return cache[key]
 
+    def statics(self):
+        """Where each type's static fields live (:class:`~clrlayout.graph.statics.Statics`), made once."""
+        if self.__dict__.get("_statics") is None:
+            from ..graph.statics import Statics
+
+            ptr = self.profile.pointer_size
+
+            def object_of(address: int):  # (start, MethodTable) of the object that holds it: the graph's, when made
+                graph = self.__dict__.get("_heap_graph")
+                if graph is not None:
+                    node = graph.containing(address)
+                    return None if node is None else (int(graph.addresses[node]), graph.method_table(node))
+                o = self.object_at(address)
+                return None if o is None or o.is_free else (o.address, o.method_table)
+
+            def array_at(address: int):
+                found = object_of(address)
+                record = self.mts.get(found[1]) if found is not None else None
+                if record is None or record.kind != "array" or address < found[0] + 2 * ptr:
+                    return None
+                length = self.dump.memory.try_read(found[0] + ptr, 4)
+                return None if length is None else (found[0], found[1], int.from_bytes(length, "little"))
+
+            def object_mt(address: int):
+                found = object_of(address)
+                return found[1] if found is not None and found[0] == address else None
+
+            def is_a(mt: int, field) -> bool:
+                chain, at = [], mt
+                for _ in range(64):
+                    if not at:
+                        break
+                    chain.append(self.type_name(at))
+                    record = self.mts.get(at)
+                    at = record.parent if record is not None else 0
+                if field.kind == "struct":
+                    return chain[0] == field.type
+                # a declared type that is no class of the chain: an interface, or one this dump cannot name
+                return field.type in chain or not self.method_tables_named(field.type)
+
+            self._statics = Statics(self.dump.memory, self.layouts, self.names.module_of, self.contract, array_at,
+                                    object_mt, is_a, self.layouts.universe)
+        return self._statics
+
     def reference_fields(self, og, src: int, dst: int) -> list[str]:
         """How node ``src`` of the object graph ``og`` references node ``dst``: the name of each of its slots that
         holds it (a field, ``[i]``, ``[i].field``), then what else makes it an edge (a dependent handle, a
@@ -108,11 +152,20 @@ class RuntimeMemory:
         record = self.mts.get(mt)
         layout = self.type_layout(mt) if self.profile.method_table is not None else None
         element = self.array_element(mt) if record is not None and record.component_size else None
-        names = [slot_name(slot - address, record.component_size if record else 0,
+        names = [self._static_name(slot) or
+                 slot_name(slot - address, record.component_size if record else 0,
                            (record.base_size - self.profile.object.header_size) if record else 0,
                            layout.fields if layout is not None else (), element[3] if element else ())
                  for slot in slots]
         return names + og.unslotted(src, dst)
+
+    def _static_name(self, slot: int) -> str | None:
+        """``Type.Field (static)`` when the slot of an object[] is a static field's (the runtime's statics arrays)."""
+        found = self.statics().slot(slot)
+        if found is None:
+            return None
+        mt, field = found
+        return f"{self.type_name(mt) or f'<unknown type, MT {mt:#x}>'}.{field.name} (static)"
 
     def loader_allocators(self, graph) -> dict[int, int]:
         """MethodTable -> its LoaderAllocator object, for every collectible type among the ``graph``'s objects

@@ -52,6 +52,9 @@ class FieldLayout:
     size_known: bool = True
     is_static: bool = False
     show: str = ""
+    #: a static field's storage: "gc" (a reference, or a boxed struct, in the type's GC statics), "nongc" (a
+    #: primitive, in its non-GC statics), "thread" (thread-local), "rva" (data in the image); "" for instance fields
+    storage: str = ""
     #: declared by a parent class of the type the layout is of
     inherited: bool = False
     #: ``type`` and ``declaring_type`` as reflection prints them (``Type.ToString()``: System.Func`2[System.Object,...])
@@ -205,7 +208,10 @@ class TypeLayouts(DeclaredTypes):
             declaring = (self.names.name(cls) or unknown, self.names.reflection_name(cls) or unknown)
             for fd in c.own:
                 if fd.is_static and cls == address:
-                    statics.append(self._field(cls, fd, declaring, depth, problems))
+                    f = self._field(cls, fd, declaring, depth, problems)
+                    storage = "thread" if fd.is_thread_local else "rva" if fd.is_rva else \
+                        "gc" if f.kind in ("reference", "struct") else "nongc"
+                    statics.append(replace(f, storage=storage))
                 elif not fd.is_static and self.spec.is_real_offset(fd.offset):  # else EnC-added, unplaced
                     f = self._field(cls, fd, declaring, depth, problems)
                     fields.append(replace(f, inherited=True) if cls != address else f)
@@ -322,7 +328,7 @@ class TypeLayouts(DeclaredTypes):
         if sig.element in sigs.PRIMITIVE_NAMES:
             core = self._core_image()
             rid = core.metadata.find_type(sigs.PRIMITIVE_NAMES[sig.element]) if core is not None else None
-            return self._typedef_method_table(core, rid) if rid else None
+            return self.typedef_method_table(core, rid) if rid else None
         if sig.element == sigs.VALUETYPE or sig.element == sigs.CLASS:
             if sig.token >> 24 == 0x1B:
                 spec = image.metadata.type_spec(sig.token & 0xFFFFFF)
@@ -333,7 +339,7 @@ class TypeLayouts(DeclaredTypes):
             where = self._resolve(image, sig.token)
             if where is None:
                 return None
-            return self._typedef_method_table(*where)
+            return self.typedef_method_table(*where)
         if sig.element == sigs.GENERICINST:
             where = self._resolve(image, sig.token)
             if where is None:
@@ -367,7 +373,7 @@ class TypeLayouts(DeclaredTypes):
     def _canon_method_table(self) -> int | None:
         core = self._core_image()
         rid = core.metadata.find_type("System.__Canon") if core is not None else None
-        return self._typedef_method_table(core, rid) if rid else None
+        return self.typedef_method_table(core, rid) if rid else None
 
     def _loaded_value_types(self) -> list[int]:
         """Where a word of the runtime's loader heaps points at System.ValueType as a MethodTable's parent
@@ -403,7 +409,7 @@ class TypeLayouts(DeclaredTypes):
             out += [at + head + i * ptr for i in np.flatnonzero(w == value).tolist()]
         return out
 
-    def _typedef_method_table(self, image, rid: int) -> int | None:
+    def typedef_method_table(self, image, rid: int) -> int | None:
         """The MethodTable of a non-generic TypeDef: one the dump shows, else the one its Module's map holds."""
         hits = [m for m in self._candidates(image, rid) if not self.names.type_arguments(m)]
         if len(hits) == 1:

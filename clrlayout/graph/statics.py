@@ -1,0 +1,193 @@
+"""Static fields: where each type's statics live, their values, and the name of the static that a slot of a statics
+array is (what ``roots`` shows instead of ``System.Object[] .[912]``, and ``type`` lists as SOS's ``!dumpclass``).
+
+A type's static fields are at offsets (its FieldDescs') from two bases: its GC statics (references, and value-type
+statics boxed: slots of a pinned ``object[]`` the runtime shares among types) and its non-GC statics (primitives).
+
+- .NET 9 and later: the bases are in the ``DynamicStaticsInfo`` just below the type's ``MethodTableAuxiliaryData``,
+  as the runtime's contract descriptor says (``DynamicStaticsInfo``: ``GCStatics``, ``NonGCStatics``; the
+  ``StaticsPointerMask`` global clears the flag bit).
+- Before (.NET Core 2.x-8): a non-generic type's statics are its module's, in the ``DomainLocalModule`` the runtime
+  ``Module`` points at: the non-GC statics from the DomainLocalModule's own address, the GC statics from the slot
+  of a shared ``object[]`` that its ``m_pGCStatics`` points at.  Where the Module keeps that pointer and where the
+  DomainLocalModule keeps ``m_pGCStatics`` change with the version: they are found by what they hold (every GC
+  static of the module's known types holds null or an object of the field's type), as the TypeDef maps are.
+  Generic instantiations and collectible types keep their statics elsewhere (dynamic entries): not named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: bytes of a runtime Module searched for its DomainLocalModule pointer, and of a DomainLocalModule for m_pGCStatics
+MODULE_SEARCH = 0x800
+DLM_SEARCH = 0x60
+
+
+@dataclass(frozen=True)
+class StaticValue:
+    """One static field of a type and where its value is (None: the dump does not say)."""
+
+    field: object  #: the :class:`~clrlayout.types.layouts.FieldLayout`
+    address: int | None
+    data: bytes | None
+
+
+class Statics:
+    """``space``: the dump's memory; ``layouts``: TypeLayouts; ``module_of(mt)``; ``contract``: the runtime's contract
+    descriptor (a string when there is none); ``array_at(address)``: (start, MethodTable, length) of the heap
+    object that holds an address, or None; ``object_mt(address)``: the MethodTable of the object that starts
+    there, or None; ``is_a(mt, declared)``: whether an object of ``mt`` fits a field of type ``declared``."""
+
+    def __init__(self, space, layouts, module_of, contract, array_at, object_mt, is_a, known_types):
+        self.space, self.layouts, self.module_of = space, layouts, module_of
+        self.contract = contract
+        self.array_at, self.object_mt, self.is_a = array_at, object_mt, is_a
+        self.known_types = known_types  #: the MethodTables to learn the DomainLocalModule's shape from
+        self.ptr = space.pointer_size
+        self._offsets: tuple[int, int] | None | bool = False  # (in the Module, in the DomainLocalModule)
+        self._named: dict[int, tuple[int, object] | None] = {}
+        self._by_base: dict[int, list[int]] | None = None
+
+    # --- the bases -------------------------------------------------------------------------------------------
+
+    def bases(self, mt: int) -> tuple[int | None, int | None]:
+        """(GC statics, non-GC statics) base of the type, None where it is not known."""
+        c = self.contract
+        if not isinstance(c, str) and "DynamicStaticsInfo" in c.types and "AuxiliaryData" in c.types.get("MethodTable", {}):
+            info = c.types["DynamicStaticsInfo"]
+            aux = self.space.try_read_pointer(mt + c.types["MethodTable"]["AuxiliaryData"])
+            if not aux:
+                return None, None
+            mask = c.globals.get("StaticsPointerMask", ~1) & ((1 << 8 * self.ptr) - 1)
+            at = aux - info["!"]
+            gc, nongc = (self.space.try_read_pointer(at + info[k]) for k in ("GCStatics", "NonGCStatics"))
+            return (gc & mask or None) if gc is not None else None, (nongc & mask or None) if nongc is not None else None
+        module = self.module_of(mt)
+        offsets = self._dlm_offsets()
+        if module is None or not offsets:
+            return None, None
+        dlm = self.space.try_read_pointer(module + offsets[0])
+        gc = self.space.try_read_pointer(dlm + offsets[1]) if dlm else None
+        return gc or None, dlm or None
+
+    def _dlm_offsets(self) -> tuple[int, int] | None:
+        """Where the Module keeps its DomainLocalModule and where that keeps m_pGCStatics: the first pair for which
+        every GC static of the known types' modules holds null or an object of its type, one at least an object."""
+        if self._offsets is not False:
+            return self._offsets
+        self._offsets = None
+        by_module: dict[int, list] = {}
+        for mt in self.known_types():
+            lay = self.layouts.layout(mt)
+            gc = [f for f in (lay.statics if lay is not None else ()) if f.storage == "gc"]
+            module = self.module_of(mt)
+            if gc and module and not self.layouts.names.type_arguments(mt):
+                by_module.setdefault(module, []).extend(gc)
+        for module, fields in sorted(by_module.items(), key=lambda kv: -len(kv[1]))[:4]:
+            found = self._search(module, fields)
+            if found is not None:
+                self._offsets = found
+                break
+        return self._offsets
+
+    def _search(self, module: int, fields: list) -> tuple[int, int] | None:
+        ptr, space = self.ptr, self.space
+        head = space.try_read(module, MODULE_SEARCH) or b""
+        for o1 in range(0, len(head) - ptr + 1, ptr):
+            dlm = int.from_bytes(head[o1:o1 + ptr], "little")
+            body = space.try_read(dlm, DLM_SEARCH) if dlm > 0xFFFF and dlm % ptr == 0 else None
+            for o2 in range(0, len(body or b"") - ptr + 1, ptr):
+                base = int.from_bytes(body[o2:o2 + ptr], "little")
+                if base > 0xFFFF and base % ptr == 0 and self._holds(base, fields):
+                    return o1, o2
+        return None
+
+    def _holds(self, base: int, fields: list) -> bool:
+        """Whether ``base`` is a slot of an object[] from which each field's slot holds null or an object of its type
+        (one object at least)."""
+        array = self.array_at(base)
+        if array is None:
+            return False
+        start, _, length = array
+        end = start + 2 * self.ptr + length * self.ptr
+        objects = 0
+        for f in fields:
+            slot = base + f.offset
+            if not start + 2 * self.ptr <= slot < end:
+                return False
+            value = self.space.try_read_pointer(slot)
+            if value:
+                mt = self.object_mt(value)
+                if mt is None or not self.is_a(mt, f):
+                    return False
+                objects += 1
+        return objects > 0
+
+    # --- values and names -----------------------------------------------------------------------------------
+
+    def values(self, mt: int) -> list[StaticValue]:
+        """Each static field of the type with where its value is: GC ones (a reference, a boxed struct's reference)
+        and non-GC ones (the primitive's bytes); thread-local and RVA statics have no single place (None)."""
+        lay = self.layouts.layout(mt)
+        if lay is None:
+            return []
+        gc, nongc = self.bases(mt) if any(f.storage in ("gc", "nongc") for f in lay.statics) else (None, None)
+        out = []
+        for f in lay.statics:
+            base = gc if f.storage == "gc" else nongc if f.storage == "nongc" else None
+            if base is None:
+                out.append(StaticValue(f, None, None))
+                continue
+            size = self.ptr if f.storage == "gc" else f.size
+            out.append(StaticValue(f, base + f.offset, self.space.try_read(base + f.offset, size)))
+        return out
+
+    def slot(self, address: int) -> tuple[int, object] | None:
+        """(MethodTable, FieldLayout) of the GC static whose slot is at ``address``, or None.  Only the types whose
+        GC statics begin in the same object[] at or below the address are looked at, nearest first."""
+        if address in self._named:
+            return self._named[address]
+        found = None
+        array = self.array_at(address)
+        if array is not None:
+            start = array[0]
+            end = start + 2 * self.ptr + array[2] * self.ptr
+            near = sorted(((b, mts) for b, mts in self._gc_bases().items() if start < b <= address < end),
+                          key=lambda bm: -bm[0])
+            for _, mts in near:
+                for mt in mts:
+                    for v in self.values(mt):
+                        if v.field.storage == "gc" and v.address == address:
+                            found = (mt, v.field)
+                            break
+                    if found:
+                        break
+                if found:
+                    break
+        self._named[address] = found
+        return found
+
+    def _gc_bases(self) -> dict[int, list[int]]:
+        """GC statics base -> the types whose statics begin there (a module's types share one before .NET 9)."""
+        if self._by_base is None:
+            self._by_base = {}
+            for mt in self.all_types():
+                gc, _ = self.bases(mt)
+                if gc:
+                    self._by_base.setdefault(gc, []).append(mt)
+        return self._by_base
+
+    def all_types(self) -> list[int]:
+        """The MethodTables of every non-generic TypeDef of the modules of the known types (loaded: in their
+        Module's map), instances or not."""
+        out = set(self.known_types())
+        names = self.layouts.names
+        for mt in out:  # the images of the known types' modules, read if they were not yet
+            names.image_of(mt)
+        for image in names.images.loaded():
+            for rid in range(2, image.metadata.type_count + 1):  # RID 1 is <Module>
+                mt = self.layouts.typedef_method_table(image, rid)
+                if mt is not None:
+                    out.add(mt)
+        return sorted(out)
