@@ -57,6 +57,8 @@ IID_ISOSDacInterface = GUID.of("436f00f2-b42a-4b9f-870c-e73db66ae930")
 IID_ISOSDacInterface8 = GUID.of("c12f35a9-e55c-4520-a894-b3dc5165dfce")
 #: ISOSDacInterface6 (sospriv.idl; ClrMD's SOSDac6): GetMethodTableCollectibleData
 IID_ISOSDacInterface6 = GUID.of("11206399-4B66-4EDB-98EA-85654E59AD45")
+#: ISOSDacInterface14 (.NET 9+; sospriv.idl): GetStaticBaseAddress
+IID_ISOSDacInterface14 = GUID.of("9aa22aca-6dc6-4a0c-b4e0-70d2416b9837")
 #: ISOSDacInterface13 (.NET 8+): the new IID, then the one of its first version (ClrMD asks for both)
 IID_ISOSDacInterface13 = [GUID.of("3176a8ed-597b-4f54-a71f-83695c6a8c5e"),
                           GUID.of("3176a8ed-597b-4f54-a71f-83695c6a8c5d")]
@@ -173,9 +175,16 @@ SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 
        "GetThreadData": 17, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
        "GetMethodTableName": 36, "GetMethodTableData": 37, "GetMethodTableFieldData": 39, "GetFieldDescData": 42,
        "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
-       "GetHeapSegmentData": 50, "GetHandleEnum": 61, "GetStackReferences": 79, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
+       "GetHeapSegmentData": 50, "GetDomainLocalModuleDataFromModule": 57, "GetHandleEnum": 61, "GetStackReferences": 79, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
        "GetUsefulGlobals": 70}
 SOS6 = {"GetMethodTableCollectibleData": 3}
+SOS14 = {"GetStaticBaseAddress": 3}
+
+
+class DomainLocalModuleData(ctypes.Structure):
+    _fields_ = [("AppDomainAddr", CLRDATA_ADDRESS), ("ModuleID", c_uint64), ("ClassData", CLRDATA_ADDRESS),
+                ("DynamicClassTable", CLRDATA_ADDRESS), ("GCStaticDataStart", CLRDATA_ADDRESS),
+                ("NonGCStaticDataStart", CLRDATA_ADDRESS)]
 SOS8 = {"GetNumberGenerations": 3, "GetGenerationTable": 4, "GetGenerationTableSvr": 6}
 SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAllocatorHeapNames": 5,
          "GetLoaderAllocatorHeaps": 6, "GetHandleTableMemoryRegions": 7, "GetGCBookkeepingMemoryRegions": 8,
@@ -456,6 +465,7 @@ class Oracle:
             raise SystemExit("no ISOSDacInterface")
         self.sos8 = process.query(IID_ISOSDacInterface8, SOS8)
         self.sos6 = process.query(IID_ISOSDacInterface6, SOS6)
+        self.sos14 = process.query(IID_ISOSDacInterface14, SOS14)
         self.sos13 = next(filter(None, (process.query(i, SOS13) for i in IID_ISOSDacInterface13)), None)
         self.ptr = self.core.pointer_size
 
@@ -791,6 +801,27 @@ def collectible(o: "Oracle", mts) -> dict:
     return out
 
 
+def statics(o: "Oracle", mts) -> dict:
+    """MethodTable -> {"gc", "nongc"}: the bases of its statics as the DAC gives them (.NET 9+:
+    ISOSDacInterface14::GetStaticBaseAddress; before: the module's DomainLocalModule,
+    GetDomainLocalModuleDataFromModule, as ClrMD reads a non-shared type's statics)."""
+    out = {}
+    for mt in mts:
+        if o.sos14 is not None:
+            nongc, gc = CLRDATA_ADDRESS(), CLRDATA_ADDRESS()
+            if o.sos14.call("GetStaticBaseAddress", c_uint64(mt), byref(nongc), byref(gc),
+                            argtypes=[c_uint64, c_void_p, c_void_p]) == S_OK:
+                out[str(mt)] = {"gc": gc.value, "nongc": nongc.value}
+            continue
+        data = o.method_table(mt)
+        if data is None or not data["module"]:
+            continue
+        dlm = o._get("GetDomainLocalModuleDataFromModule", DomainLocalModuleData, data["module"])
+        if dlm is not None:
+            out[str(mt)] = {"gc": dlm.GCStaticDataStart, "nongc": dlm.NonGCStaticDataStart}
+    return out
+
+
 def stack_references(o: "Oracle") -> list:
     """{"thread", "address", "object", "flags"} of every stack reference ISOSDacInterface::GetStackReferences
     gives for each managed thread (precise: the JIT's GC info after unwinding from the core's registers)."""
@@ -831,6 +862,7 @@ def main(argv) -> int:
     ap.add_argument("--handles", action="store_true")
     ap.add_argument("--stack-refs", action="store_true")
     ap.add_argument("--collectible", action="store_true")
+    ap.add_argument("--statics", default=None, help="comma list of MethodTables: their statics' bases")
     args = ap.parse_args(argv)
     o = Oracle(args.core, args.dac)
     g = o.globals()
@@ -861,6 +893,8 @@ def main(argv) -> int:
         result["stack_refs"] = stack_references(o)
     if args.collectible:
         result["collectible"] = collectible(o, [mt for mt in mts if mt != g.FreeMethodTable])
+    if args.statics:
+        result["statics"] = statics(o, [int(m, 0) for m in args.statics.split(",")])
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()
