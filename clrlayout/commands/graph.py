@@ -114,7 +114,7 @@ def refs(file, address, to, fmt, quiet, heap, profile, assemblies, kinds):
 
 def _via(field: str) -> str:
     """How the table shows the field that holds a link: ``.name``, ``.[i]``; a static by its type's name."""
-    return field if field.endswith("(static)") else f".{field}"
+    return field if field.endswith("(static)") or "thread static" in field else f".{field}"
 
 
 #: a run of links of one field of one type at least this long is one line of the table
@@ -223,9 +223,12 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         by_type = og.by_type()
         totals = {"live_objects": int(live.sum()), "live_bytes": int(np.sum(g.aligned, where=live, dtype=np.int64)),
                   "roots": sorted({r.kind for r in og.roots.roots})}
+        handled = [r.object for r in og.roots.roots if r.kind.endswith("handle")]  # the statics arrays among them
         del og, g, live, retained_bytes, retained_count  # the graph is this command's alone: freed before naming
         release_freed()
-        objects = [{**_named_at(session, address, mt), "size": size, "retained_size": kept, "retained_count": count}
+        statics = session.static_holders([a for a, *_ in largest], handled)
+        objects = [{**_named_at(session, address, mt), "size": size, "retained_size": kept, "retained_count": count,
+                    **({"static": statics[address]} if address in statics else {})}
                    for address, mt, size, kept, count in largest]
         types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in by_type.items()}
         type_rows = sorted(({"name": n, "count": c, "size": s, "retained_size": r} for n, c, s, r in types.values()),
@@ -237,7 +240,9 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
             out(f"Live: {record['live_objects']:,} objects, {record['live_bytes']:,} bytes (roots: {', '.join(kinds)})")
             out(f"{'Address':>18} {'Size':>10} {'Retained':>12} {'Objects':>9}  Type")
             for r in objects:
-                out(f"{r['address']:>18} {r['size']:>10,} {r['retained_size']:>12,} {r['retained_count']:>9,}  {r['type']}")
+                held = f"  (static {r['static']})" if "static" in r else ""
+                out(f"{r['address']:>18} {r['size']:>10,} {r['retained_size']:>12,} {r['retained_count']:>9,}  "
+                    f"{r['type']}{held}")
         else:
             out(f"Live: {record['live_objects']:,} objects, {record['live_bytes']:,} bytes (roots: {', '.join(kinds)})")
             out(f"{'Count':>9} {'Size':>12} {'Retained':>12}  Type")

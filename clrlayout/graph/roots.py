@@ -100,6 +100,13 @@ def _thread_static_roots(space, contract, graph) -> list | None:
     """.NET 9+ thread statics: each managed thread's ``ThreadLocalData`` holds an ``object[]`` of its
     (non-collectible) thread statics, which the GC reports itself (no handle holds it).  The threads are the
     runtime's list (``ThreadStore``), the offsets the contract descriptor's (graph-facts.md)."""
+    arrays = thread_static_arrays(space, contract)
+    return None if arrays is None else [r for r in arrays if graph.node(r.object) is not None]
+
+
+def thread_static_arrays(space, contract) -> list | None:
+    """The Root of each managed thread's thread-statics ``object[]`` (.NET 9+; None: the thread list or a thread's
+    data cannot be read)."""
     try:
         store_type, thread, tls = (contract.types[k] for k in ("ThreadStore", "Thread", "ThreadLocalData"))
         link_next, first, data_ptr = thread["LinkNext"], store_type["FirstThreadLink"], thread["ThreadLocalDataPtr"]
@@ -122,7 +129,7 @@ def _thread_static_roots(space, contract, graph) -> list | None:
         array = space.try_read_pointer(data + array_at) if data else 0
         if array is None:
             return None
-        if array and graph.node(array) is not None:
+        if array:
             tid = space.try_read(native + os_id, 4)
             out.append(Root("thread static", array, data + array_at, int.from_bytes(tid, "little") if tid else None))
         link = space.try_read_pointer(link)

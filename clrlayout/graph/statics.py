@@ -48,6 +48,7 @@ class Statics:
         self._offsets: tuple[int, int] | None | bool = False  # (in the Module, in the DomainLocalModule)
         self._named: dict[int, tuple[int, object] | None] = {}
         self._by_base: dict[int, list[int]] | None = None
+        self._thread_map: dict | None = None
 
     # --- the bases -------------------------------------------------------------------------------------------
 
@@ -143,13 +144,14 @@ class Statics:
             out.append(StaticValue(f, base + f.offset, self.space.try_read(base + f.offset, size)))
         return out
 
-    def slot(self, address: int) -> tuple[int, object] | None:
+    def slot(self, address: int, array=None) -> tuple[int, object] | None:
         """(MethodTable, FieldLayout) of the GC static whose slot is at ``address``, or None.  Only the types whose
-        GC statics begin in the same object[] at or below the address are looked at, nearest first."""
+        GC statics begin in the same object[] (``array``: its start, MethodTable and length, when known) at or
+        below the address are looked at, nearest first."""
         if address in self._named:
             return self._named[address]
         found = None
-        array = self.array_at(address)
+        array = array or self.array_at(address)
         if array is not None:
             start = array[0]
             end = start + 2 * self.ptr + array[2] * self.ptr
@@ -167,6 +169,47 @@ class Statics:
                     break
         self._named[address] = found
         return found
+
+    def thread_slot(self, address: int) -> tuple[int, object | None, int | None] | None:
+        """(MethodTable, FieldLayout, thread) of the GC thread static whose slot is at ``address`` (.NET 9+): a slot
+        of a thread's thread-statics object[] is a type's (its field None: the type's own object[] of them), a slot
+        of that object[] a field's.  None: no thread static is there."""
+        if self._thread_map is None:
+            self._thread_map = self._thread_statics()
+        return self._thread_map.get(address)
+
+    def _thread_statics(self) -> dict:
+        from .roots import thread_static_arrays
+
+        c, space, ptr = self.contract, self.space, self.ptr
+        if isinstance(c, str) or "ThreadStaticsInfo" not in c.types or "AuxiliaryData" not in c.types.get("MethodTable", {}):
+            return {}
+        info = c.types["ThreadStaticsInfo"]
+        by_index: dict[int, tuple[int, list]] = {}
+        for mt in self.all_types():
+            lay = self.layouts.layout(mt)
+            fields = [f for f in (lay.statics if lay is not None else ()) if f.storage == "thread"
+                      and f.kind in ("reference", "struct")]
+            aux = space.try_read_pointer(mt + c.types["MethodTable"]["AuxiliaryData"]) if fields else None
+            index = space.try_read(aux - info["!"] + info["GCTlsIndex"], 4) if aux else None
+            if index is not None and int.from_bytes(index, "little") >> 24 == 0:  # a non-collectible type's
+                by_index[int.from_bytes(index, "little")] = (mt, fields)
+        # a TLS index counts slots the non-collectible array does not hold (the runtime's own first ones)
+        unused = c.globals.get("NumberOfTlsOffsetsNotUsedInNoncollectibleArray", 0)
+        by_index = {index - unused: v for index, v in by_index.items() if index >= unused}
+        out: dict = {}
+        for root in thread_static_arrays(space, c) or []:
+            length = space.try_read(root.object + ptr, 4)
+            count = int.from_bytes(length, "little") if length else 0
+            for index, (mt, fields) in by_index.items():
+                if index >= count:
+                    continue
+                slot = root.object + 2 * ptr + index * ptr
+                out[slot] = (mt, None, root.thread)
+                own = space.try_read_pointer(slot)
+                for f in fields if own else ():
+                    out[own + f.offset] = (mt, f, root.thread)  # offsets count from the array object
+        return out
 
     def _gc_bases(self) -> dict[int, list[int]]:
         """GC statics base -> the types whose statics begin there (a module's types share one before .NET 9)."""

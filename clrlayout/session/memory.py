@@ -117,9 +117,10 @@ class RuntimeMemory:
                 length = self.dump.memory.try_read(found[0] + ptr, 4)
                 return None if length is None else (found[0], found[1], int.from_bytes(length, "little"))
 
-            def object_mt(address: int):
-                found = object_of(address)
-                return found[1] if found is not None and found[0] == address else None
+            def object_mt(address: int):  # the MethodTable an object there has, if one that validates
+                word = self.dump.memory.try_read_pointer(address)
+                mt = word & ~3 if word else 0
+                return mt if mt and self.mts.get(mt) is not None else None
 
             def is_a(mt: int, field) -> bool:
                 chain, at = [], mt
@@ -159,13 +160,42 @@ class RuntimeMemory:
                  for slot in slots]
         return names + og.unslotted(src, dst)
 
-    def _static_name(self, slot: int) -> str | None:
-        """``Type.Field (static)`` when the slot of an object[] is a static field's (the runtime's statics arrays)."""
-        found = self.statics().slot(slot)
-        if found is None:
+    def static_holders(self, addresses, arrays) -> dict[int, str]:
+        """Object address -> ``Type.Field`` for each of ``addresses`` that a static field holds, looked for
+        in the object[]s ``arrays`` (the handles' objects: the runtime's statics arrays among them)."""
+        import numpy as np
+
+        ptr, space = self.profile.pointer_size, self.dump.memory
+        wanted = np.array(sorted(set(addresses)), dtype=np.uint64)
+        out: dict[int, str] = {}
+        for start in dict.fromkeys(arrays):
+            record = self.mts.get((space.try_read_pointer(start) or 0) & ~3)
+            length = space.try_read(start + ptr, 4)
+            if record is None or record.kind != "array" or record.component_size != ptr or length is None:
+                continue
+            count = int.from_bytes(length, "little")
+            words = np.frombuffer(space.read_available(start + 2 * ptr, count * ptr), dtype=f"<u{ptr}")
+            for i in np.flatnonzero(np.isin(words, wanted)).tolist():
+                name = self._static_name(start + 2 * ptr + i * ptr, (start, record, count))
+                if name:
+                    out.setdefault(int(words[i]), name[:-len(" (static)")])
+        return out
+
+    def _static_name(self, slot: int, array=None) -> str | None:
+        """``Type.Field (static)`` when the slot of an object[] is a static field's (the runtime's statics arrays);
+        ``array``: (start, MethodTable, length) of the array, when known."""
+        statics = self.statics()
+        found = statics.slot(slot, array)
+        if found is not None:
+            mt, field = found
+            return f"{self.type_name(mt) or f'<unknown type, MT {mt:#x}>'}.{field.name} (static)"
+        thread = statics.thread_slot(slot)
+        if thread is None:
             return None
-        mt, field = found
-        return f"{self.type_name(mt) or f'<unknown type, MT {mt:#x}>'}.{field.name} (static)"
+        mt, field, tid = thread
+        name = self.type_name(mt) or f"<unknown type, MT {mt:#x}>"
+        return f"{name}'s thread statics (thread {tid})" if field is None else \
+            f"{name}.{field.name} (thread static, thread {tid})"
 
     def loader_allocators(self, graph) -> dict[int, int]:
         """MethodTable -> its LoaderAllocator object, for every collectible type among the ``graph``'s objects

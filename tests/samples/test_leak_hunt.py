@@ -185,3 +185,24 @@ def test_free_space_and_inside_an_object(capsys):
     code, text, err = run(capsys, "roots", GRAPH, "0x7f6de1810d40", *ROOTS)
     assert code == 0 and "0x7f6de1810d40 is inside System.Collections.Generic.List`1" in err and "(+0x10)" in err
     assert text == run(capsys, "roots", GRAPH, "0x7f6de1810d30", *ROOTS)[1]
+
+
+def test_statics_are_named(capsys):
+    """A static class (no instance on the heap) is found by `type`, which lists its statics with their values (SOS's
+    !dumpclass); `roots` and `retained` name the static that holds an object, in the table and in JSON."""
+    holder = "0x7fc22d810700"  # the graph target's static List<LeakItem> Graph.Leaks
+    assert run(capsys, "dump", AFTER, "--type", "Graph", "--exact")[0] == 4  # no instance
+    code, text, err = run(capsys, "type", AFTER, "Graph", "--format", "json")
+    assert code == 0, err
+    rows = {r["name"]: r for r in json.loads(text)["static_fields"]}
+    assert rows["Leaks"]["storage"] == "gc" and rows["Leaks"]["value"].startswith(holder + " (System.Collections")
+    assert rows["Cache"]["value"].startswith("0x7fc22d810c80 ")
+    table = run(capsys, "type", AFTER, "Graph")[1]
+    assert "Static fields (not in the object; as SOS's !dumpclass):" in table and "Leaks" in table
+    chain = json.loads(json_of(capsys, "roots", AFTER, "0x7fc22d011c50", *ROOTS, "--format", "json"))["paths"][0]["chain"]
+    assert chain[1] == {"address": holder, "type": "System.Collections.Generic.List`1[[LeakItem, graph]]",
+                        "field": "Graph.Leaks (static)"}
+    objects = json.loads(json_of(capsys, "retained", AFTER, *ROOTS, "--top", "3", "--format", "json"))["objects"]
+    assert [o.get("static") for o in objects] == [None, "Graph.Leaks", None]
+    refs = json.loads(json_of(capsys, "refs", AFTER, "--to", holder, *ROOTS, "--format", "json"))
+    assert [r["field"] for r in refs["referenced_by"]] == ["Graph.Leaks (static)"]
