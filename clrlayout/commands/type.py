@@ -6,7 +6,7 @@ import click
 
 from ..errors import TypeNotFound, UnsupportedType
 from .common import (ADDRESS, out, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble,
-                     _report)
+                     _redacted_values, _report)
 
 
 @click.command("type")
@@ -44,6 +44,8 @@ def type_(file, name, fmt, assemblies, quiet, heap, profile):
                 raise TypeNotFound(f"type {name}: no type of that name among the heap's types and its modules' types"
                                    + (f" (names that contain it: {'; '.join(similar)})" if similar else "")
                                    + ("" if session.heap.exact else " (no exact heap walk: give a MethodTable address)"))
+        if any(session.type_layout(mt) is not None and session.type_layout(mt).statics for mt in mts):
+            _redacted_values(session, quiet)  # a redacted dump's primitive statics are zeros
         _preamble(session, quiet)
         for i, mt in enumerate(mts):
             if i:

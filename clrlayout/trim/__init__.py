@@ -70,7 +70,7 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
                 break
             count += 1
         if types and a.heap.exact:
-            _read_types(a)
+            _read_types(a, values=redaction is None)
         # what opening the dump read before recording started: the runtime's version string, and the heap
         # segments' headers
         from ..runtime.detect import detect_runtime
@@ -95,9 +95,10 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
         return pages(log.ranges), count, None, None
 
 
-def _read_types(a) -> None:
+def _read_types(a, values: bool = True) -> None:
     """Read what `type`, `object` and `dump --layout` of any object need: each object's bytes, its type's
-    name (the DAC's and reflection's) and layout, an array's element type, and every type they lead to."""
+    name (the DAC's and reflection's) and layout, an array's element type, and every type they lead to; where each
+    type's statics are, and (``values``: not for a redacted copy) their values."""
     header = a.profile.object.header_size
     arrays = set()
     for obj in a.objects():  # per object its bytes; the rest per MethodTable
@@ -111,6 +112,14 @@ def _read_types(a) -> None:
         a.names.reflection_name(method_table)
         a.type_layout(method_table)
     _read_graph(a)
+    statics = a.statics()  # what `type` and the naming of statics in `roots`/`retained` read
+    for method_table in statics.all_types():
+        a.type_name(method_table)
+        if values:
+            statics.values(method_table)
+        else:  # where they are, not what the primitives hold
+            statics.bases(method_table)
+    statics.thread_slot(0)
     # what `memory` reads beyond the heap walk: the loader heaps, the GC's bookkeeping and handle tables
     a.loader_heaps()
     a.gc_bookkeeping()

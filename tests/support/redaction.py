@@ -27,7 +27,11 @@ def structure(capsys, path) -> dict:
         answers["objects"] = [(o.address, o.method_table, o.size, o.aligned_size, o.count, o.segment.kind)
                               for o in session.objects()]
     for row in sorted(stats["types"], key=lambda r: -r["total_size"])[:6]:
-        answers[f"type {row['method_table']}"] = json_of(capsys, "type", path, row["method_table"], "--format", "json")
+        record = json.loads(json_of(capsys, "type", path, row["method_table"], "--format", "json"))
+        for f in record["static_fields"]:  # a primitive static's value is a value, not structure
+            if f.get("storage") == "nongc":
+                f.pop("value", None)
+        answers[f"type {row['method_table']}"] = record
     memory = json.loads(json_of(capsys, "memory", path, "--format", "json"))
     # the GC's figures, the loader heaps, the GC's bookkeeping and handle tables; but how many of their bytes
     # the dump holds ("dump_bytes"): a figure of the file, which a trim changes
