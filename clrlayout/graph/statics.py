@@ -37,7 +37,8 @@ class Statics:
     """``space``: the dump's memory; ``layouts``: TypeLayouts; ``module_of(mt)``; ``contract``: the runtime's contract
     descriptor (a string when there is none); ``array_at(address)``: (start, MethodTable, length) of the heap
     object that holds an address, or None; ``object_mt(address)``: the MethodTable of the object that starts
-    there, or None; ``is_a(mt, declared)``: whether an object of ``mt`` fits a field of type ``declared``."""
+    there, or None; ``is_a(mt, field)``: whether an object of ``mt`` fits the field (None: the dump cannot tell, an
+    interface say)."""
 
     def __init__(self, space, layouts, module_of, contract, array_at, object_mt, is_a, known_types):
         self.space, self.layouts, self.module_of = space, layouts, module_of
@@ -120,9 +121,10 @@ class Statics:
             value = self.space.try_read_pointer(slot)
             if value:
                 mt = self.object_mt(value)
-                if mt is None or not self.is_a(mt, f):
+                fits = self.is_a(mt, f) if mt is not None else False
+                if fits is False:
                     return False
-                objects += 1
+                objects += fits is True
         return objects > 0
 
     # --- values and names -----------------------------------------------------------------------------------

@@ -132,8 +132,9 @@ class RuntimeMemory:
                     at = record.parent if record is not None else 0
                 if field.kind == "struct":
                     return chain[0] == field.type
-                # a declared type that is no class of the chain: an interface, or one this dump cannot name
-                return field.type in chain or not self.method_tables_named(field.type)
+                # a declared type that is no class of the chain: an interface, or one this dump cannot name (None:
+                # no evidence either way)
+                return True if field.type in chain else None
 
             self._statics = Statics(self.dump.memory, self.layouts, self.names.module_of, self.contract, array_at,
                                     object_mt, is_a, self.layouts.universe)
