@@ -124,12 +124,7 @@ def make_marked_dump(build: Path, work: Path, version: str, kind: str) -> Marked
             raise ValueError(kind)
     finally:
         if proc.poll() is None:
-            try:
-                proc.stdin.write("\n")
-                proc.stdin.flush()
-                proc.wait(timeout=60)
-            except Exception:
-                proc.kill()
+            make_dumps.stop_target(proc)
     markers = json.loads(truth.read_text(encoding="utf-8"))["markers"]
     markers.update(literal_markers())
     markers["argv"] = _text_marker("argv", "argv", argv)
