@@ -40,8 +40,9 @@ class Statics:
     there, or None; ``is_a(mt, field)``: whether an object of ``mt`` fits the field (None: the dump cannot tell, an
     interface say)."""
 
-    def __init__(self, space, layouts, module_of, contract, array_at, object_mt, is_a, known_types):
+    def __init__(self, space, layouts, module_of, contract, array_at, object_mt, is_a, known_types, is_object_array):
         self.space, self.layouts, self.module_of = space, layouts, module_of
+        self.is_object_array = is_object_array  #: whether a MethodTable is System.Object[]'s
         self.contract = contract
         self.array_at, self.object_mt, self.is_a = array_at, object_mt, is_a
         self.known_types = known_types  #: the MethodTables to learn the DomainLocalModule's shape from
@@ -50,6 +51,7 @@ class Statics:
         self._named: dict[int, tuple[int, object] | None] = {}
         self._by_base: dict[int, list[int]] | None = None
         self._thread_map: dict | None = None
+        self._thread_arrays: set | None = None
 
     # --- the bases -------------------------------------------------------------------------------------------
 
@@ -106,18 +108,11 @@ class Statics:
         return None
 
     def _holds(self, base: int, fields: list) -> bool:
-        """Whether ``base`` is a slot of an object[] from which each field's slot holds null or an object of its type
-        (one object at least)."""
-        array = self.array_at(base)
-        if array is None:
-            return False
-        start, _, length = array
-        end = start + 2 * self.ptr + length * self.ptr
+        """Whether from ``base`` each field's slot holds null or an object of its type (one object at least, of the
+        field's own class): the evidence that ``base`` is where the module's GC statics begin."""
         objects = 0
         for f in fields:
             slot = base + f.offset
-            if not start + 2 * self.ptr <= slot < end:
-                return False
             value = self.space.try_read_pointer(slot)
             if value:
                 mt = self.object_mt(value)
@@ -154,7 +149,7 @@ class Statics:
             return self._named[address]
         found = None
         array = array or self.array_at(address)
-        if array is not None:
+        if array is not None and self.is_object_array(array[1]):  # statics live in the runtime's object[]s
             start = array[0]
             end = start + 2 * self.ptr + array[2] * self.ptr
             near = sorted(((b, mts) for b, mts in self._gc_bases().items() if start < b <= address < end),
@@ -177,8 +172,40 @@ class Statics:
         of a thread's thread-statics object[] is a type's (its field None: the type's own object[] of them), a slot
         of that object[] a field's.  None: no thread static is there."""
         if self._thread_map is None:
+            if self._thread_arrays is None:  # cheap: the threads' arrays and their elements, not the types' layouts
+                self._thread_arrays = self._tls_arrays()
+            array = self.array_at(address) if self._thread_arrays else None
+            if array is None or array[0] not in self._thread_arrays:
+                return None
             self._thread_map = self._thread_statics()
         return self._thread_map.get(address)
+
+    def read_all(self, values: bool = True) -> None:
+        """Read everything :meth:`values`, :meth:`slot` and :meth:`thread_slot` may read (what a trimmed dump must
+        keep to answer as the original); ``values``: the primitives' values too (not for a redacted copy)."""
+        for mt in self.all_types():
+            if values:
+                self.values(mt)
+            else:
+                self.bases(mt)
+        self._thread_statics()
+
+    def _tls_arrays(self) -> set:
+        """The start of each thread's thread-statics object[] and of each object[] it holds (.NET 9+)."""
+        from .roots import thread_static_arrays
+
+        c = self.contract
+        if isinstance(c, str) or "ThreadStaticsInfo" not in c.types:
+            return set()
+        out = set()
+        for root in thread_static_arrays(self.space, c) or []:
+            out.add(root.object)
+            length = self.space.try_read(root.object + self.ptr, 4)
+            count = min(int.from_bytes(length, "little"), 1 << 16) if length else 0
+            data = self.space.try_read(root.object + 2 * self.ptr, count * self.ptr) or b""
+            out.update(int.from_bytes(data[i:i + self.ptr], "little") for i in range(0, len(data), self.ptr))
+        out.discard(0)
+        return out
 
     def _thread_statics(self) -> dict:
         from .roots import thread_static_arrays

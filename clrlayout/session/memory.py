@@ -137,7 +137,8 @@ class RuntimeMemory:
                 return True if field.type in chain else None
 
             self._statics = Statics(self.dump.memory, self.layouts, self.names.module_of, self.contract, array_at,
-                                    object_mt, is_a, self.layouts.universe)
+                                    object_mt, is_a, self.layouts.universe,
+                                    lambda mt: self.type_name(mt) == "System.Object[]")
         return self._statics
 
     def reference_fields(self, og, src: int, dst: int) -> list[str]:
@@ -170,14 +171,15 @@ class RuntimeMemory:
         wanted = np.array(sorted(set(addresses)), dtype=np.uint64)
         out: dict[int, str] = {}
         for start in dict.fromkeys(arrays):
-            record = self.mts.get((space.try_read_pointer(start) or 0) & ~3)
+            mt = (space.try_read_pointer(start) or 0) & ~3
+            record = self.mts.get(mt)
             length = space.try_read(start + ptr, 4)
             if record is None or record.kind != "array" or record.component_size != ptr or length is None:
                 continue
             count = int.from_bytes(length, "little")
             words = np.frombuffer(space.read_available(start + 2 * ptr, count * ptr), dtype=f"<u{ptr}")
             for i in np.flatnonzero(np.isin(words, wanted)).tolist():
-                name = self._static_name(start + 2 * ptr + i * ptr, (start, record, count))
+                name = self._static_name(start + 2 * ptr + i * ptr, (start, mt, count))
                 if name:
                     out.setdefault(int(words[i]), name[:-len(" (static)")])
         return out

@@ -115,11 +115,7 @@ def _read_types(a, values: bool = True) -> None:
     statics = a.statics()  # what `type` and the naming of statics in `roots`/`retained` read
     for method_table in statics.all_types():
         a.type_name(method_table)
-        if values:
-            statics.values(method_table)
-        else:  # where they are, not what the primitives hold
-            statics.bases(method_table)
-    statics.thread_slot(0)
+    statics.read_all(values)  # where they are; their values but for a redacted copy
     # what `memory` reads beyond the heap walk: the loader heaps, the GC's bookkeeping and handle tables
     a.loader_heaps()
     a.gc_bookkeeping()
