@@ -22,6 +22,8 @@ from dataclasses import dataclass
 #: bytes of a runtime Module searched for its DomainLocalModule pointer, and of a DomainLocalModule for m_pGCStatics
 MODULE_SEARCH = 0x800
 DLM_SEARCH = 0x60
+#: modules whose statics are tried before the search gives up
+MAX_MODULES_TRIED = 6
 
 
 @dataclass(frozen=True)
@@ -83,15 +85,22 @@ class Statics:
         self._offsets = None
         by_module: dict[int, list] = {}
         for mt in self.known_types():
-            lay = self.layouts.layout(mt)
-            gc = [f for f in (lay.statics if lay is not None else ()) if f.storage == "gc"]
             module = self.module_of(mt)
-            if gc and module and not self.layouts.names.type_arguments(mt):
-                by_module.setdefault(module, []).extend(gc)
-        for module, fields in sorted(by_module.items(), key=lambda kv: -len(kv[1]))[:4]:
+            if module and not self.layouts.names.type_arguments(mt):
+                by_module.setdefault(module, []).append(mt)
+        tried = 0
+        # the modules with the fewest types first (the application's): only their types are laid out
+        for module, mts in sorted(by_module.items(), key=lambda kv: (len(kv[1]), kv[0])):
+            fields = [f for mt in mts for f in (getattr(self.layouts.layout(mt), "statics", None) or ())
+                      if f.storage == "gc"]
+            if not fields:
+                continue
             found = self._search(module, fields)
             if found is not None:
                 self._offsets = found
+                break
+            tried += 1
+            if tried >= MAX_MODULES_TRIED:
                 break
         return self._offsets
 
