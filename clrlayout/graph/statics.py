@@ -193,6 +193,7 @@ class Statics:
         """Read everything :meth:`values`, :meth:`slot` and :meth:`thread_slot` may read (what a trimmed dump must
         keep to answer as the original); ``values``: the primitives' values too (not for a redacted copy)."""
         for mt in self.all_types():
+            self.layouts.layout(mt)  # the fields' offsets and types: structure
             if values:
                 self.values(mt)
             else:
