@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 #: bytes of a runtime Module searched for its DomainLocalModule pointer, and of a DomainLocalModule for m_pGCStatics
 MODULE_SEARCH = 0x800
-DLM_SEARCH = 0x60
+#: (only the DomainLocalModule's header: past it lie its classes' flags and non-GC statics, values that a redacted
+#: copy of the dump must not keep because they were read)
+DLM_SEARCH = 0x30
 #: modules whose statics are tried before the search gives up
 MAX_MODULES_TRIED = 6
 
@@ -106,12 +108,20 @@ class Statics:
 
     def _search(self, module: int, fields: list) -> tuple[int, int] | None:
         ptr, space = self.ptr, self.space
-        head = space.try_read(module, MODULE_SEARCH) or b""
-        for o1 in range(0, len(head) - ptr + 1, ptr):
-            dlm = int.from_bytes(head[o1:o1 + ptr], "little")
-            body = space.try_read(dlm, DLM_SEARCH) if dlm > 0xFFFF and dlm % ptr == 0 else None
-            for o2 in range(0, len(body or b"") - ptr + 1, ptr):
-                base = int.from_bytes(body[o2:o2 + ptr], "little")
+        end, o1 = MODULE_SEARCH, -ptr
+        while o1 + 2 * ptr <= end:  # a word at a time, never into what the Module points at just past itself (the
+            o1 += ptr  # DomainLocalModule follows it: its statics are values a redacted copy must not keep)
+            dlm = space.try_read_pointer(module + o1)
+            if dlm is None:
+                break
+            if module < dlm < module + end:
+                end = dlm - module
+            if dlm <= 0xFFFF or dlm % ptr:
+                continue
+            for o2 in range(0, DLM_SEARCH, ptr):  # a word at a time: no more of it read than needed
+                base = space.try_read_pointer(dlm + o2)
+                if base is None:
+                    break
                 if base > 0xFFFF and base % ptr == 0 and self._holds(base, fields):
                     return o1, o2
         return None
