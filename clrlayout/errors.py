@@ -147,6 +147,14 @@ class RootsNotFound(ClrLayoutError):
     exit_code = ExitCode.NO_RUNTIME
 
 
+class NativeHeapNotFound(ClrLayoutError):
+    """The dump's native heap cannot be read: not a Linux core, another allocator than glibc's malloc (musl,
+    jemalloc, ...), or no malloc state in the dump."""
+
+    code = "no-native-heap"
+    exit_code = ExitCode.NO_RUNTIME
+
+
 class AmbiguousType(ClrLayoutError):
     """Several types have the name asked for (one per module or load context): which one is for the caller."""
 

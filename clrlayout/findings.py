@@ -17,6 +17,11 @@ class FindingKind(enum.IntEnum):
     STRING_NOT_TERMINATED = 20
     STRING_BAD_HEADER_PADDING = 21
     STRING_TOO_LONG = 22
+    #: glibc's malloc (clrlayout.native): a chunk header that cannot be, a free list that breaks or loops, a
+    #: safe-linked pointer that does not decode, figures of the allocator that its chunks do not add up to
+    NATIVE_BAD_CHUNK = 30
+    NATIVE_BAD_LIST = 31
+    NATIVE_MISMATCH = 32
     MEMORY_MISSING = 200
     SEGMENT_UNREADABLE = 201
     METHOD_TABLE_MISSING = 202

@@ -42,6 +42,7 @@ SCHEMAS: dict[str, dict] = {
                     "element_types": TABLE, "field_bits": TABLE, "lookup_map": TABLE},
     "contract-descriptor": {"descriptor": TABLE, "method_tables": TABLE, "checks": (TABLES, ("descriptor",))},
     "runtime-bookkeeping": {"block": TABLE, "allocator": TABLE},
+    "allocator": {"chunk": TABLE, "layouts": (TABLES, ("versions", "arena", "par", "heap_info", "tcache"))},
 }
 
 

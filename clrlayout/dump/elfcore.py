@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from .model import BoundedReader, Dump, FileMapping, Module, Thread
+from .model import REGISTER_NAMES, BoundedReader, Dump, FileMapping, Module, Thread
 from .redaction import NOTE_NAME, NOTE_TYPE, decode
 
 MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM": "arm"}
@@ -24,6 +24,8 @@ MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM"
 #: arm r13), and the size of a register, per architecture
 PRSTATUS = {"x64": (32, 112 + 19 * 8, 8), "x86": (24, 72 + 15 * 4, 4), "arm64": (32, 112 + 31 * 8, 8),
             "arm": (24, 72 + 13 * 4, 4)}
+#: where pr_reg starts in NT_PRSTATUS
+PR_REG = {"x64": 112, "x86": 72, "arm64": 112, "arm": 72}
 
 
 @dataclass
@@ -150,7 +152,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
     if space.overlaps:
         r.warn(f"{space.overlaps} PT_LOAD segments overlap others; the first copy is used")
     return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
-                modules=modules, threads=[_thread(space, tid, sp) for tid, sp in threads], pid=pid,
+                modules=modules, threads=[_thread(space, *t) for t in threads], pid=pid,
                 process_name=process_name, warnings=r.warnings, container=container, file_size=source.size,
                 expected_size=expected, file_mappings=mappings, redaction=redaction)
 
@@ -172,23 +174,29 @@ def _extended_count(elf, source, path: str) -> int:
     return elf.structs.Elf_Shdr.parse(data)["sh_info"]
 
 
-def _prstatus(desc, arch: str, little: bool) -> tuple[int, int | None]:
-    """(thread id, stack pointer) of an NT_PRSTATUS note's description (raw bytes to pyelftools)."""
+def _prstatus(desc, arch: str, little: bool) -> tuple[int, int | None, tuple[int, ...]]:
+    """(thread id, stack pointer, general registers) of an NT_PRSTATUS note's description (raw bytes to
+    pyelftools)."""
     if not isinstance(desc, bytes) or arch not in PRSTATUS:
-        return 0, None
+        return 0, None, ()
     pid_at, sp_at, size = PRSTATUS[arch]
     order = "little" if little else "big"
     tid = int.from_bytes(desc[pid_at : pid_at + 4], order) if len(desc) >= pid_at + 4 else 0
     sp = int.from_bytes(desc[sp_at : sp_at + size], order) if len(desc) >= sp_at + size else None
-    return tid, sp
+    regs_at, count = PR_REG[arch], len(REGISTER_NAMES.get(arch, ()))
+    registers: tuple[int, ...] = ()
+    if count and len(desc) >= regs_at + count * size:
+        registers = tuple(int.from_bytes(desc[regs_at + i * size : regs_at + (i + 1) * size], order)
+                          for i in range(count))
+    return tid, sp, registers
 
 
-def _thread(space: AddressSpace, tid: int, sp: int | None) -> Thread:
+def _thread(space: AddressSpace, tid: int, sp: int | None, registers: tuple[int, ...] = ()) -> Thread:
     """A thread whose stack is the memory segment that holds its stack pointer (a core has no stack list)."""
     region = space.region_at(sp) if sp else None
     if region is None:
-        return Thread(tid, sp=sp)
-    return Thread(tid, region.start, region.end, sp)
+        return Thread(tid, sp=sp, registers=registers)
+    return Thread(tid, region.start, region.end, sp, registers)
 
 
 IN_MEMORY = 1 << 20

@@ -54,6 +54,25 @@ class Thread:
     stack_end: int | None = None
     #: the stack pointer when the dump was written (None: no register context)
     sp: int | None = None
+    #: the general registers when the dump was written, in the order of :data:`REGISTER_NAMES` for the
+    #: dump's architecture (an ELF core's ``pr_reg``); empty where the dump does not have them
+    registers: tuple[int, ...] = ()
+
+    def register(self, arch: str, name: str) -> int | None:
+        """One register by its name (``rip``, ``fs_base``...), or None where the dump does not hold it."""
+        names = REGISTER_NAMES.get(arch, ())
+        i = names.index(name) if name in names else -1
+        return self.registers[i] if 0 <= i < len(self.registers) else None
+
+
+#: the general registers of an ELF core's NT_PRSTATUS (``struct user_regs_struct``, sys/user.h), per architecture
+REGISTER_NAMES = {
+    "x64": ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi", "rdi",
+            "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs"),
+    "x86": ("ebx", "ecx", "edx", "esi", "edi", "ebp", "eax", "xds", "xes", "xfs", "xgs", "orig_eax", "eip", "xcs",
+            "eflags", "esp", "xss"),
+    "arm64": tuple(f"x{i}" for i in range(31)) + ("sp", "pc", "pstate"),
+}
 
 
 @dataclass(frozen=True)

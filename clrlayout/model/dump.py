@@ -150,6 +150,18 @@ class Dump:
         return DumpInfo.of(self._session.info)
 
     @property
+    def native_heap(self):
+        """glibc's malloc state of a Linux core (:class:`~clrlayout.model.native.NativeHeapView`: ``mallinfo``,
+        ``arenas``, ``chunks()``, ``leaks()``), read once; :class:`~clrlayout.errors.NativeHeapNotFound` where
+        there is none to read (a Windows dump, another allocator, a trimmed core)."""
+        view = self._session.__dict__.get("_native_heap")
+        if view is None:
+            from .native import native_heap
+
+            view = self._session.__dict__["_native_heap"] = native_heap(self._session.dump)
+        return view
+
+    @property
     def warnings(self) -> list[str]:
         """What qualifies the answers (a heuristic scan, memory the dump lacks), as the commands warn."""
         return list(self._session.warnings)

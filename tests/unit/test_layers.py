@@ -15,7 +15,7 @@ LAYERS = [
     {"types"},
     {"heap"},
     {"objects"},
-    {"analyses", "graph"},
+    {"analyses", "graph", "native"},
     {"session", "parallel"},
     {"model"},
     {"present"},

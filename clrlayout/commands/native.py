@@ -1,0 +1,63 @@
+"""``clrlayout native``: the native heap of a Linux core (glibc's malloc): arenas, chunks, what glibc itself would
+report, and the blocks nothing reaches (``--leaks``)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UsageError
+from ..native.chunks import STATES
+from .common import out, quiet_option, warn
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table", show_default=True,
+              help="jsonl: one chunk a line (with --chunks or --leaks).")
+@click.option("--chunks", "with_chunks", is_flag=True, help="List every chunk: address, size, state, arena.")
+@click.option("--state", "states", multiple=True, type=click.Choice(STATES),
+              help="With --chunks: only chunks in this state (may be given more than once).")
+@click.option("--leaks", is_flag=True, help="List the in-use chunks nothing reaches (roots: modules' data, stacks "
+                                            "from their stack pointer up, registers, other memory).")
+@quiet_option
+def native(file, fmt, with_chunks, states, leaks, quiet):
+    """The native heap of a Linux core, as glibc's malloc holds it (found without symbols): every arena with its
+    threads, heaps, chunks in use and free in the tcache, fastbins, bins and top; mmapped chunks; size classes;
+    glibc's own mallinfo2() figures; and, with --leaks, the blocks nothing points to."""
+    from ..limits import limits_from_env
+    from ..model.native import open_native
+    from ..present import native as present
+
+    if with_chunks and leaks:
+        raise UsageError("--chunks and --leaks are two lists: give one")
+    if states and not with_chunks:
+        raise UsageError("--state selects among --chunks: give --chunks")
+    if fmt == "jsonl" and not (with_chunks or leaks):
+        raise UsageError("--format jsonl is one chunk a line: give --chunks or --leaks")
+    view = open_native(file, limits_from_env())
+    summary = view.summary()
+    if not quiet:
+        for line in summary["missing"] + summary["warnings"]:
+            warn(line)
+        if summary["findings"]:
+            warn(f"{len(summary['findings'])} findings in the malloc state (first: {summary['findings'][0]['kind']} "
+                 f"at {summary['findings'][0]['address']}: {summary['findings'][0]['detail']})")
+    if with_chunks or leaks:
+        rows = ({**c} for c in view.leaks()) if leaks else (c.as_dict() for c in view.chunks(tuple(states)))
+        if fmt == "table":
+            for line in present.chunk_rows(list(rows), leaks):
+                out(line)
+        elif fmt == "jsonl":
+            for row in rows:
+                out(present.chunk_line(row))
+        else:
+            from ..present.jsonout import dumps
+
+            out(dumps({"chunks": [present._hex(dict(r, preview=r["preview"].hex()) if "preview" in r else r)
+                                  for r in rows]}))
+        return
+    if fmt == "json":
+        out(present.summary_json(summary))
+    else:
+        for line in present.summary_lines(summary):
+            out(line)

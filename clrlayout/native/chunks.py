@@ -1,0 +1,130 @@
+"""Chunks laid end to end: a heap walked from its first chunk to its top (or to the fencepost that ends an older
+heap of an arena), and the mmapped chunks found at the start of the process's anonymous mappings.  A header that
+cannot be (a size under 16 bytes, not a multiple of 16, or running past the heap) ends the walk of that heap with
+a finding; nothing here loops on what the dump says."""
+
+from __future__ import annotations
+
+import struct
+from array import array
+
+from ..findings import FindingKind, Findings
+
+#: chunk states, as ``--chunks`` names them (the index is what the arrays hold)
+STATES = ("in-use", "tcache", "fastbin", "bin", "top", "mmapped", "arena")
+IN_USE, TCACHE, FASTBIN, BIN, TOP, MMAPPED, ARENA = range(len(STATES))
+WINDOW = 1 << 20
+#: the arena index of a chunk no arena holds (an mmapped one)
+NO_ARENA = 0xFFFF
+_HEADER = struct.Struct("<QQ")
+
+
+class ChunkTable:
+    """Every chunk found: address, size (flags masked), the raw size word, state and arena (index), in arrays."""
+
+    def __init__(self):
+        self.address = array("Q")
+        self.size = array("Q")
+        self.raw = array("Q")
+        self.state = array("B")
+        self.arena = array("H")
+
+    def add(self, address: int, size: int, raw: int, state: int, arena: int) -> None:
+        self.address.append(address)
+        self.size.append(size)
+        self.raw.append(raw)
+        self.state.append(state)
+        self.arena.append(arena)
+
+    def __len__(self) -> int:
+        return len(self.address)
+
+
+def walk_heap(memory, first: int, end: int, top: int | None, arena: int, table: ChunkTable,
+              findings: Findings, open_end: bool = False) -> None:
+    """The chunks of [first, end): each chunk's state from the next one's PREV_INUSE bit (in use, or free in a
+    bin); the top chunk and fenceposts said as such.  tcache and fastbin chunks look in use here: the lists say
+    which they are (:mod:`.lists`)."""
+    p, window_at, window = first, 0, b""
+    start = len(table)
+    while p < end:
+        if not window_at <= p <= window_at + len(window) - 16:
+            window_at, window = p, memory.read_available(p, min(WINDOW, end - p + 16))
+            if len(window) < 16:
+                findings.add(FindingKind.MEMORY_MISSING, p, "a chunk of the native heap is not in the dump")
+                break
+        _, raw = _HEADER.unpack_from(window, p - window_at)
+        size = raw & ~7
+        if p == top or (open_end and p + size == end and raw & 1):
+            table.add(p, size, raw, TOP, arena)
+            break
+        if size == 0 and top is None:  # the fencepost that ends an older heap of an arena
+            table.add(p, 16, raw, ARENA, arena)
+            break
+        if size < 16 or size % 16 or p + size > end:
+            if open_end:  # the end of a heap whose extent the dump does not say
+                break
+            findings.add(FindingKind.NATIVE_BAD_CHUNK, p, f"chunk size word {raw:#x} cannot be a chunk of the "
+                                                          f"heap [{first:#x}, {end:#x}); its walk stops here")
+            break
+        table.add(p, size, raw, IN_USE if size > 16 else ARENA, arena)
+        p += size
+    # a chunk is free (in a bin) when the next chunk's PREV_INUSE is clear
+    for i in range(start, len(table) - 1):
+        if table.state[i] == IN_USE and not table.raw[i + 1] & 1 and table.state[i + 1] != ARENA:
+            table.state[i] = BIN
+    if len(table) > start and table.state[-1] == IN_USE:
+        pass  # the heap's last chunk before a missing end: its state is unknown, kept as in use
+
+
+def mmapped_chunks(memory, runs, skip, page: int, table: ChunkTable, limit: int) -> None:
+    """Mmapped chunks: each its own mapping (adjacent ones merged into one by the kernel), starting on a page with
+    a header whose size is whole pages with IS_MMAPPED alone set and prev_size 0 (a chunk of memalign's, whose
+    header sits past an alignment correction, is not found: glibc's count of mmapped chunks then says so).  ``runs``: the dump's memory runs; ``skip``: ranges (the arenas' heaps) that are not."""
+    for start, end in runs:
+        p = (start + page - 1) // page * page
+        while p + 16 <= end and len(table) < limit:
+            if any(a <= p < b for a, b in skip):
+                break
+            head = memory.try_read(p, 16)
+            if head is None:
+                break
+            prev, raw = _HEADER.unpack(head)
+            size = raw & ~7
+            if raw & 7 != 2 or size % page or prev or not size or p + size > end:
+                break
+            table.add(p, size, raw, MMAPPED, NO_ARENA)
+            p += size
+
+
+def mmapped_by_pages(memory, runs, skip, page: int, table: ChunkTable, limit: int) -> None:
+    """The same headers looked for at every page of the memory outside ``skip`` (an mmapped chunk whose mapping
+    the kernel merged into the one before it), each chunk found stepped over; for when the mappings' starts did
+    not give glibc's count."""
+    import numpy as np
+
+    known = sorted((int(a), int(a) + int(s)) for a, s, st in zip(table.address, table.size, table.state)
+                   if st == MMAPPED)
+    holes = sorted(list(skip) + known)
+    for start, end in runs:
+        at = (start + page - 1) // page * page
+        while at < end and len(table) < limit:
+            data = memory.read_available(at, min(64 * page * 16, end - at))
+            pages = len(data) // page
+            if not pages:
+                break
+            words = np.frombuffer(data[: pages * page], dtype="<u8").reshape(pages, page // 8)
+            hit = np.flatnonzero((words[:, 0] == 0) & (words[:, 1] & 7 == 2) & (words[:, 1] & (page - 1) == 2)
+                                 & (words[:, 1] > page))
+            next_at = at + pages * page
+            for k in hit:
+                p = at + int(k) * page
+                size = int(words[k, 1]) & ~7
+                if p + size > end or any(a <= p < b for a, b in holes):
+                    continue
+                table.add(p, size, int(words[k, 1]), MMAPPED, NO_ARENA)
+                holes.append((p, p + size))
+                holes.sort()
+                next_at = max(next_at, p + size)
+                break  # the rest of the window is the chunk's, or is read again from its end
+            at = next_at

@@ -1,0 +1,92 @@
+"""``clrlayout native``: glibc's malloc state as a table, JSON, or (chunks, leaks) JSON Lines.  Addresses become
+hex strings here; sizes stay numbers (docs/guide/native.md names every field)."""
+
+from __future__ import annotations
+
+from .jsonout import dumps
+from .text import hexaddr, table
+
+#: the fields whose values are addresses, wherever they sit in the JSON
+ADDRESSES = {"address", "main_arena", "mp", "arena", "owner"}
+
+
+def _hex(value):
+    if isinstance(value, dict):
+        return {k: (f"{v:#x}" if k in ADDRESSES and isinstance(v, int) else _hex(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hex(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def summary_json(summary: dict, reach: dict | None = None) -> str:
+    record = dict(summary)
+    for a in record["arenas"]:
+        a["heap_ranges"] = [[f"{s:#x}", f"{e:#x}"] for s, e in a["heap_ranges"]]
+    if reach is not None:
+        record["reach"] = reach
+    mallinfo = record.pop("mallinfo")  # glibc's own names: its "arena" is a byte count, not an address
+    out = _hex(record)
+    out["mallinfo"] = mallinfo
+    return dumps(out)
+
+
+def chunk_line(chunk: dict) -> str:
+    record = dict(chunk)
+    if "preview" in record:
+        record["preview"] = record["preview"].hex()
+    return dumps(_hex(record))
+
+
+def _cb(c: dict) -> str:
+    return f"{c['count']:,} / {c['bytes']:,}"
+
+
+def summary_lines(summary: dict, reach: dict | None = None) -> list[str]:
+    lines = [f"glibc {summary['version']} malloc ({summary['libc']}; layout {summary['layout']}, version from "
+             f"{summary['version_source']})"]
+    rows = []
+    for a in summary["arenas"]:
+        rows.append([hexaddr(a["address"], 8), "main" if a["main"] else "thread",
+                     ",".join(str(t) for t in a["threads"]) or "-", a["heaps"], f"{a['system_bytes']:,}",
+                     _cb(a["in_use"]), _cb(a["tcache"]), _cb(a["fastbins"]), _cb(a["bins_only"]),
+                     f"{a['top_bytes']:,}", f"{a['free']['trapped']:,}"])
+    lines += ["", "Arenas (count / bytes):"]
+    lines += table(["Arena", "Kind", "Threads", "Heaps", "System", "In use", "tcache", "Fastbins", "Bins", "Top",
+                    "Trapped free"], rows, "llrrrrrrrrr", indent="  ")
+    mm = summary["mmapped"]
+    lines += ["", f"Mmapped chunks: {mm['count']:,} of {mm['bytes']:,} bytes"
+              + (f" (glibc counts {mm['glibc_count']:,} of {mm['glibc_bytes']:,})" if "glibc_count" in mm else "")]
+    if summary["size_classes"]:
+        lines += ["", "Size classes (chunk bytes; count / bytes):"]
+        lines += table(["From", "To", "In use", "Free"],
+                       [[f"{r['from']:,}", f"{r['to']:,}", _cb(r["in_use"]), _cb(r["free"])]
+                        for r in summary["size_classes"]], "rrrr", indent="  ")
+    t = summary["totals"]
+    lines += ["", f"Total: {t['arenas']} arenas, {t['chunks']:,} chunks, {t['system_bytes']:,} bytes from the system; "
+                  f"in use {_cb(t['in_use'])}, tcache {_cb(t['tcache'])}, fastbins {_cb(t['fastbins'])}, "
+                  f"bins {_cb(t['bins'])}, top {t['top_bytes']:,}, arena overhead {t['overhead_bytes']:,}"]
+    if summary["mallinfo"] is not None:
+        lines += ["mallinfo2: " + ", ".join(f"{k} {v:,}" for k, v in summary["mallinfo"].items())]
+    if reach is not None:
+        lines += [f"Reachability: leaked {_cb(reach['leaked'])}, held from roots {_cb(reach['from_roots'])}, held "
+                  f"only through other chunks {_cb(reach['through_chunks'])}"]
+    return lines
+
+
+def chunk_rows(chunks, leaks: bool) -> list[str]:
+    headers = ["Address", "Size", "State", "Arena"] + (["Preview"] if leaks else [])
+    rows = []
+    for c in chunks:
+        row = [hexaddr(c["address"], 8), f"{c['size']:,}", c["state"],
+               hexaddr(c["arena"], 8) if c["arena"] is not None else "-"]
+        if leaks:
+            row.append(_preview(c["preview"]))
+        rows.append(row)
+    return table(headers, rows, "lrll" + ("l" if leaks else ""))
+
+
+def _preview(data: bytes) -> str:
+    text = "".join(chr(b) if 32 <= b < 127 else "." for b in data)
+    return f"{data[:16].hex(' ')}  {text}"

@@ -1,0 +1,183 @@
+"""``clrlayout native`` against glibc itself (issue 48): the target (sample_dumps/targets/native/mallocs.c) records,
+at the moment gdb's gcore dumps it, ``mallinfo2()``, ``malloc_info()`` and a ledger of its blocks — in use in five
+arenas, in the tcache and fastbins, in the unsorted, small and large bins, mmapped, leaked (no pointer left, some
+reached only from another leaked block), held only through other blocks or only from a stack.  Every figure is
+compared with what glibc said; gdb with Debian's libc6-dbg is the second oracle (the arenas and mp_)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from clrlayout.dump import open_dump
+from clrlayout.model.native import native_heap
+from clrlayout.native.chunks import IN_USE, MMAPPED, STATES
+from tests.support.cli import run as run_cli
+from tests.support.native import build, gdb_oracle, make_core
+
+pytestmark = pytest.mark.oracle
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory):
+    work = tmp_path_factory.mktemp("native")
+    made = make_core(build(work), work)
+    yield made
+    made.path.unlink()
+
+
+@pytest.fixture(scope="module")
+def view(core):
+    dump = open_dump(str(core.path))
+    yield native_heap(dump)
+    dump.close()
+
+
+def test_mallinfo_is_glibcs_field_by_field(view, core):
+    assert view.mallinfo == core.mallinfo
+    assert list(view.heap.findings) == [] and view.heap.missing == []
+
+
+def test_each_arena_is_malloc_infos(view, core):
+    ours = [{"fast": (a["fastbins"]["count"], a["fastbins"]["bytes"]), "rest": (a["bins"]["count"], a["bins"]["bytes"]),
+             "system": a["system_bytes"]} for a in view.arenas]
+    assert ours == core.heaps
+    assert len(ours) == 5  # the main arena and one per thread
+
+
+def test_gdb_reads_the_same_arenas(view, core, tmp_path):
+    truth = gdb_oracle(core, tmp_path)
+    assert [[a.address, a.system_mem, a.top] for a in view.heap.arenas] == truth["arenas"]
+    assert view.heap.mp == truth["mp"]
+    assert (view.heap.par["n_mmaps"], view.heap.par["mmapped_mem"], view.heap.par["sbrk_base"]) == \
+        (truth["n_mmaps"], truth["mmapped_mem"], truth["sbrk_base"])
+
+
+def _chunks(view) -> dict:
+    h = view.heap
+    return {int(a) + 16: (int(s), STATES[st]) for a, s, st in zip(h.address, h.size, h.state)}
+
+
+def test_every_block_is_a_chunk_of_its_size_and_state(view, core):
+    chunks = _chunks(view)
+    later = {}
+    for i, b in enumerate(core.blocks):
+        later.setdefault(b["block"], []).append(i)
+    checked = {"live": 0, "freed": 0}
+    for i, b in enumerate(core.blocks):
+        if b["state"] == "freed":
+            if later[b["block"]][-1] == i:  # not taken again by a later block
+                assert chunks.get(b["block"], (0, "free"))[1] != "in-use", b
+                checked["freed"] += 1
+            continue
+        size, state = chunks[b["block"]]
+        assert state in ("in-use", "mmapped"), b
+        assert b["usable"] == size - (16 if state == "mmapped" else 8), b
+        checked["live"] += 1
+    assert checked["live"] > 600 and checked["freed"] > 150
+
+
+def test_tcache_fastbins_and_bins_hold_every_kind(view, core):
+    states = {STATES[s]: int(n) for s, n in enumerate(np.bincount(view.heap.state, minlength=len(STATES)))}
+    assert states["tcache"] > 0 and states["fastbin"] > 0 and states["bin"] > 0 and states["mmapped"] == 12
+    threads = sorted(t.thread for t in view.heap.tcaches)
+    assert threads == sorted(t.id for t in open_dump(str(core.path)).threads)  # one tcache per thread, each named
+    assert all(len(a.threads) == 1 for a in view.heap.arenas)
+
+
+def test_leaks_are_exactly_the_leaked_blocks(view, core):
+    leaked = {c["address"] + 16 for c in view.leaks()}
+    planted = {b["block"] for b in core.blocks if b["state"] == "leaked"}
+    held = {b["block"] for b in core.blocks if b["state"] in ("live", "held", "stack")}
+    assert planted and planted <= leaked
+    assert not (leaked & held)
+    index, level = view._reach
+    by_user = {int(view.heap.address[r]) + 16: int(level[k]) for k, r in enumerate(index.rows)}
+    # a list's nodes but its head are reached only through other chunks; a block only its stack holds, from there
+    assert sorted({by_user[b["block"]] for b in core.blocks if b["state"] == "held"}) == [1, 2]
+    assert sum(by_user[b["block"]] == 2 for b in core.blocks if b["state"] == "held") == 9 * 4
+    assert {by_user[b["block"]] for b in core.blocks if b["state"] == "stack"} == {1}
+    assert view.reach_counts()["through_chunks"]["count"] >= 9 * 4
+
+
+def test_command_json_and_chunks(core, capsys):
+    code, stdout, stderr = run_cli(capsys, "native", str(core.path), "--format", "json")
+    assert code == 0 and stderr == ""
+    data = json.loads(stdout)
+    assert data["mallinfo"] == core.mallinfo and data["version"].startswith("2.")
+    code, stdout, _ = run_cli(capsys, "native", str(core.path), "--chunks", "--format", "jsonl")
+    rows = [json.loads(line) for line in stdout.splitlines()]
+    assert sum(r["size"] for r in rows if r["state"] == "mmapped") == core.mallinfo["hblkhd"]
+    assert {r["state"] for r in rows} <= set(STATES)
+    code, stdout, _ = run_cli(capsys, "native", str(core.path), "--leaks", "--format", "jsonl")
+    assert code == 0 and all(json.loads(line)["state"] in ("in-use", "mmapped") for line in stdout.splitlines())
+
+
+def _patched(core, tmp_path, patches) -> str:
+    """A copy of the core with ``patches`` ((address, bytes)) written over the memory they name."""
+    dump = open_dump(str(core.path))
+    data = bytearray(core.path.read_bytes())
+    for address, value in patches:
+        region = dump.memory.region_at(address)
+        at = region.offset + address - region.start
+        data[at : at + len(value)] = value
+    dump.close()
+    out = tmp_path / "patched.core"
+    out.write_bytes(bytes(data))
+    return str(out)
+
+
+def test_damaged_malloc_state_is_a_finding_never_a_hang(view, core, tmp_path, capsys):
+    h = view.heap
+    arena = h.arenas[1]
+    mine = np.flatnonzero((h.arena == arena.index) & (h.state == IN_USE))
+    chunk = int(h.address[mine[len(mine) // 2]])
+    fast = int(h.address[np.flatnonzero((h.arena == arena.index) & (h.state == STATES.index("fastbin")))[0]])
+    entry = next(iter(h.tcaches[1].chunks)) + 16
+    loop = ((fast + 16) >> 12) ^ fast  # the fastbin chunk's fd, safe-linked, pointing at itself
+    cases = {"chunk": [(chunk + 8, (0x13).to_bytes(8, "little"))],
+             "fastbin loop": [(fast + 16, loop.to_bytes(8, "little"))],
+             "tcache": [(entry, (0x4141414141414141).to_bytes(8, "little"))]}
+    for name, patches in cases.items():
+        path = _patched(core, tmp_path, patches)
+        code, stdout, stderr = run_cli(capsys, "native", path, "--format", "json")
+        assert code == 0, (name, stderr)
+        findings = json.loads(stdout)["findings"]
+        assert findings and stderr.startswith("clrlayout: warning:"), name
+        assert "Traceback" not in stderr
+        code, _, stderr = run_cli(capsys, "native", path, "--leaks", "--format", "jsonl")
+        assert code == 0 and "Traceback" not in stderr
+
+
+def test_what_is_not_glibc_is_said(capsys, tmp_path):
+    from tests.support.samples import SAMPLES
+
+    code, _, stderr = run_cli(capsys, "native", str(SAMPLES / "strings.coreclr-10.0.0.win-x64.dmp"))
+    assert code == 4 and "the Windows heap is not read yet" in stderr
+    code, _, stderr = run_cli(capsys, "native", str(SAMPLES / "strings.coreclr-8.0.4.linux-x64.core"))
+    assert code == 4 and "no glibc malloc state" in stderr  # a trimmed sample keeps none of it
+    code, _, stderr = run_cli(capsys, "native", str(SAMPLES / "strings.coreclr-8.0.4.linux-x64.core"), "--state", "bin")
+    assert code == 2
+
+
+@pytest.mark.parametrize("kind", ["createdump-full", "createdump-heap"])
+def test_a_dotnet_process_by_createdump(kind, target_build, tmp_path, capsys):
+    """A .NET 8 process: a full dump holds all of glibc's state (nothing missing, no finding, the mmapped chunks
+    glibc counts); createdump's default heap dump lacks libc's data, which is said in one line, and the other
+    arenas and the brk heap are still read."""
+    from tests.support.markers import make_marked_dump
+
+    made = make_marked_dump(target_build, tmp_path, "8.0.4", kind)
+    code, stdout, stderr = run_cli(capsys, "native", str(made.path), "--format", "json")
+    data = json.loads(stdout)
+    assert code == 0 and data["findings"] == []
+    if kind == "createdump-full":
+        assert stderr == "" and data["mallinfo"]["arena"] == data["totals"]["system_bytes"]
+        assert (data["mmapped"]["count"], data["mmapped"]["bytes"]) == \
+            (data["mmapped"]["glibc_count"], data["mmapped"]["glibc_bytes"])
+        assert len(data["arenas"]) > 2 and data["arenas"][0]["main"]
+    else:
+        assert stderr.count("\n") == 1 and "createdump's full type" in stderr and data["mallinfo"] is None
+        assert any(a["main"] and a["in_use"]["count"] > 100 for a in data["arenas"])

@@ -1,0 +1,91 @@
+"""The native-heap target (sample_dumps/targets/native/mallocs.c) built with the C compiler, run, and dumped with
+gdb's gcore while it waits; what it recorded at that moment (its ledger of blocks, ``mallinfo2()``,
+``malloc_info()``) read back; and gdb with glibc's debug symbols (Debian's libc6-dbg) asked for the same state."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parents[2] / "sample_dumps" / "targets" / "native" / "mallocs.c"
+TIMEOUT = 120
+
+
+@dataclass
+class NativeCore:
+    path: Path
+    executable: Path
+    pid: int
+    blocks: list
+    mallinfo: dict
+    #: malloc_info's per-heap totals, in its order (the ring of arenas from main_arena): {fast, rest, system}
+    heaps: list
+
+
+def build(work: Path) -> Path:
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc, "the native-heap tests need a C compiler (Debian: apt-get install gcc; .ci/run installs it)"
+    exe = work / "mallocs"
+    subprocess.run([cc, "-O1", "-pthread", "-o", str(exe), str(SOURCE)], check=True, timeout=TIMEOUT)
+    return exe
+
+
+def make_core(exe: Path, work: Path, threads: int = 4) -> NativeCore:
+    assert shutil.which("gcore"), "the native-heap tests dump with gdb's gcore (apt-get install gdb)"
+    out = work / f"ledger-{threads}.txt"
+    proc = subprocess.Popen([str(exe), str(out), str(threads)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("ready "), line
+        pid = int(line.split()[1])
+        subprocess.run(["gcore", "-o", str(work / "native"), str(pid)], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=TIMEOUT)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    text = out.read_text()
+    lines, xml = text.split("malloc_info:\n", 1)
+    records = [json.loads(line) for line in lines.splitlines() if line.strip()]
+    blocks = [r for r in records if "block" in r]
+    mallinfo = next(r["mallinfo2"] for r in records if "mallinfo2" in r)
+    heaps = []
+    for body in re.findall(r'<heap nr="\d+">(.*?)</heap>', xml, flags=re.S):
+        total = {kind: (int(c), int(s)) for kind, c, s in
+                 re.findall(r'<total type="(\w+)" count="(\d+)" size="(\d+)"/>', body)}
+        system = int(re.search(r'<system type="current" size="(\d+)"/>', body).group(1))
+        heaps.append({"fast": total["fast"], "rest": total["rest"], "system": system})
+    return NativeCore(work / f"native.{pid}", exe, pid, blocks, mallinfo, heaps)
+
+
+GDB_SCRIPT = """
+import gdb
+ma = gdb.parse_and_eval("&main_arena")
+p, out = ma, []
+while True:
+    a = p.dereference()
+    out.append([int(p), int(a["system_mem"]), int(a["top"])])
+    p = a["next"]
+    if int(p) == int(ma):
+        break
+mp = gdb.parse_and_eval("mp_")
+print("ORACLE " + repr({"arenas": out, "mp": int(gdb.parse_and_eval("&mp_")), "n_mmaps": int(mp["n_mmaps"]),
+                        "mmapped_mem": int(mp["mmapped_mem"]), "sbrk_base": int(mp["sbrk_base"])}))
+"""
+
+
+def gdb_oracle(core: NativeCore, work: Path) -> dict:
+    """main_arena, the ring of arenas and mp_ as gdb reads them from the core with glibc's symbols."""
+    script = work / "oracle.py"
+    script.write_text(GDB_SCRIPT)
+    run = subprocess.run(["gdb", "-batch", "-nx", "-q", str(core.executable), str(core.path), "-ex",
+                          f"source {script}"], capture_output=True, text=True, timeout=TIMEOUT)
+    line = next((line for line in run.stdout.splitlines() if line.startswith("ORACLE ")), None)
+    assert line, f"gdb read no malloc state (is libc6-dbg installed?): {run.stderr[-500:]}"
+    import ast
+
+    return ast.literal_eval(line[len("ORACLE "):])
