@@ -197,6 +197,22 @@ def roots(file, address, fmt, limit, max_length, quiet, heap, profile, assemblie
         _report(session, quiet)
 
 
+def _native_retained(session, og, nodes) -> dict | None:
+    """Native bytes each node retains (glibc's chunks its dominated objects own), or None where the dump has no
+    native heap to read (a Windows dump, a trimmed core, another allocator)."""
+    from ..errors import ClrLayoutError
+    from ..model.native import native_heap
+
+    if session.dump.format != "elf-core":
+        return None
+    try:
+        view = native_heap(session.dump, session)
+    except ClrLayoutError:
+        return None
+    idom, _, _ = og.dominators()
+    return view.retained_native(view.owners_in(og.graph, og.live), idom, nodes)
+
+
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--top", type=click.IntRange(min=1), default=20, show_default=True,
@@ -219,8 +235,9 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         _, retained_bytes, retained_count = og.dominators(release=True)
         live = og.live
         largest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
-                    int(retained_count[node])) for node in _largest(retained_bytes, top) if live[node]]
+                    int(retained_count[node]), node) for node in _largest(retained_bytes, top) if live[node]]
         by_type = og.by_type()
+        native = _native_retained(session, og, [n for n in _largest(retained_bytes, top) if live[n]])
         totals = {"live_objects": int(live.sum()), "live_bytes": int(np.sum(g.aligned, where=live, dtype=np.int64)),
                   "roots": sorted({r.kind for r in og.roots.roots})}
         handled = [r.object for r in og.roots.roots if r.kind.endswith("handle")]  # the statics arrays among them
@@ -228,8 +245,9 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         release_freed()
         statics = session.static_holders([a for a, *_ in largest], handled)
         objects = [{**_named_at(session, address, mt), "size": size, "retained_size": kept, "retained_count": count,
+                    **({"native_bytes": native[node]} if native is not None else {}),
                     **({"static": statics[address]} if address in statics else {})}
-                   for address, mt, size, kept, count in largest]
+                   for address, mt, size, kept, count, node in largest]
         types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in by_type.items()}
         type_rows = sorted(({"name": n, "count": c, "size": s, "retained_size": r} for n, c, s, r in types.values()),
                            key=lambda r: (-r["retained_size"], r["name"]))[:top]
@@ -238,10 +256,13 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
             out(dumps(record))
         elif by == "object":
             out(f"Live: {record['live_objects']:,} objects, {record['live_bytes']:,} bytes (roots: {', '.join(kinds)})")
-            out(f"{'Address':>18} {'Size':>10} {'Retained':>12} {'Objects':>9}  Type")
+            with_native = native is not None
+            out(f"{'Address':>18} {'Size':>10} {'Retained':>12} {'Objects':>9}" + (f" {'Native':>10}" if with_native
+                                                                                   else "") + "  Type")
             for r in objects:
                 held = f"  (static {r['static']})" if "static" in r else ""
-                out(f"{r['address']:>18} {r['size']:>10,} {r['retained_size']:>12,} {r['retained_count']:>9,}  "
+                extra = f" {r['native_bytes']:>10,}" if with_native else ""
+                out(f"{r['address']:>18} {r['size']:>10,} {r['retained_size']:>12,} {r['retained_count']:>9,}{extra}  "
                     f"{r['type']}{held}")
         else:
             out(f"Live: {record['live_objects']:,} objects, {record['live_bytes']:,} bytes (roots: {', '.join(kinds)})")

@@ -17,10 +17,12 @@ from .common import out, quiet_option, warn
 @click.option("--chunks", "with_chunks", is_flag=True, help="List every chunk: address, size, state, arena.")
 @click.option("--state", "states", multiple=True, type=click.Choice(STATES),
               help="With --chunks: only chunks in this state (may be given more than once).")
+@click.option("--by", "by", type=click.Choice(["owner"]),
+              help="owner: native bytes per managed type that holds them (a .NET process's core).")
 @click.option("--leaks", is_flag=True, help="List the in-use chunks nothing reaches (roots: modules' data, stacks "
                                             "from their stack pointer up, registers, other memory).")
 @quiet_option
-def native(file, fmt, with_chunks, states, leaks, quiet):
+def native(file, fmt, with_chunks, states, by, leaks, quiet):
     """The native heap of a Linux core, as glibc's malloc holds it (found without symbols): every arena with its
     threads, heaps, chunks in use and free in the tcache, fastbins, bins and top; mmapped chunks; size classes;
     glibc's own mallinfo2() figures; and, with --leaks, the blocks nothing points to."""
@@ -32,6 +34,8 @@ def native(file, fmt, with_chunks, states, leaks, quiet):
         raise UsageError("--chunks and --leaks are two lists: give one")
     if states and not with_chunks:
         raise UsageError("--state selects among --chunks: give --chunks")
+    if by and (with_chunks or leaks):
+        raise UsageError("--by owner is a summary: not with --chunks or --leaks")
     if fmt == "jsonl" and not (with_chunks or leaks):
         raise UsageError("--format jsonl is one chunk a line: give --chunks or --leaks")
     view = open_native(file, limits_from_env())
@@ -42,8 +46,11 @@ def native(file, fmt, with_chunks, states, leaks, quiet):
         if summary["findings"]:
             warn(f"{len(summary['findings'])} findings in the malloc state (first: {summary['findings'][0]['kind']} "
                  f"at {summary['findings'][0]['address']}: {summary['findings'][0]['detail']})")
+    if leaks and summary["missing"] and not quiet:
+        warn("the leak search cannot read what the dump lacks: a block held only from memory it leaves out (libc's "
+             "and other modules' data in a heap dump) is listed as leaked")
     if with_chunks or leaks:
-        rows = ({**c} for c in view.leaks()) if leaks else (c.as_dict() for c in view.chunks(tuple(states)))
+        rows = view.leaks() if leaks else view.chunks(tuple(states))
         if fmt == "table":
             for line in present.chunk_rows(list(rows), leaks):
                 out(line)
@@ -55,6 +62,18 @@ def native(file, fmt, with_chunks, states, leaks, quiet):
 
             out(dumps({"chunks": [present._hex(dict(r, preview=r["preview"].hex()) if "preview" in r else r)
                                   for r in rows]}))
+        return
+    if by == "owner":
+        if view.owners is None:
+            raise UsageError("--by owner needs the dump of a .NET process whose GC heap can be walked")
+        rows = view.by_owner()
+        if fmt == "json":
+            from ..present.jsonout import dumps
+
+            out(dumps({"owners": rows}))
+        else:
+            for line in present.owner_rows(rows):
+                out(line)
         return
     if fmt == "json":
         out(present.summary_json(summary))

@@ -158,7 +158,7 @@ class Dump:
         if view is None:
             from .native import native_heap
 
-            view = self._session.__dict__["_native_heap"] = native_heap(self._session.dump)
+            view = self._session.__dict__["_native_heap"] = native_heap(self._session.dump, self._session)
         return view
 
     @property

@@ -14,6 +14,8 @@ from ..native.arenas import NativeHeap, read_native_heap
 from ..native.chunks import IN_USE, MMAPPED, NO_ARENA, STATES
 
 PREVIEW = 32
+#: dominators followed up from one owner at the most (a dominator tree is as deep as the longest chain of objects)
+MAX_CHAIN = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -30,14 +32,93 @@ class Chunk:
         return {"address": self.address, "size": self.size, "state": self.state, "arena": self.arena}
 
 
+@dataclass
+class Owners:
+    """Which live managed object owns each owned chunk, and which chunks only dead objects hold."""
+
+    #: chunk (index into the heap's arrays) -> (object address, type name)
+    live: dict
+    #: chunk -> (object address, type name) of a dead object that holds it, where no live one does
+    dead: dict
+    #: chunk -> the graph node of its live owner
+    nodes: dict
+
+
 class NativeHeapView:
     """glibc's malloc in one core: :attr:`mallinfo` (``mallinfo2()``'s fields), :attr:`arenas` (each as
-    ``malloc_info`` and more), :meth:`chunks`, :meth:`leaks`."""
+    ``malloc_info`` and more), :meth:`chunks`, :meth:`leaks`, and in a .NET process :attr:`owners` (the managed
+    objects that hold native blocks)."""
 
-    def __init__(self, dump, heap: NativeHeap):
+    def __init__(self, dump, heap: NativeHeap, session=None):
         self._dump = dump
+        self._session = session
         self.heap = heap
         figures.check(heap)
+
+    @cached_property
+    def _index(self):
+        from ..native.leaks import ChunkIndex
+
+        return ChunkIndex(self.heap)
+
+    @cached_property
+    def owners(self) -> Owners | None:
+        """The owners, where the dump is of a .NET process whose heap can be walked; None elsewhere."""
+        session = self._session
+        if session is None:
+            return None
+        og = session.object_graph()
+        return self.owners_in(og.graph, og.live)
+
+    def owners_in(self, graph, live: np.ndarray) -> Owners:
+        """The owners among the objects of a heap graph, ``live`` saying which are."""
+        from ..native.owners import candidate_words, owners
+
+        session, index = self._session, self._index
+        ranges = [(seg.start, seg.end) for seg in session.heap.segments]
+        words, nodes, ks = candidate_words(self._dump.memory, ranges, graph.addresses, graph.aligned, index)
+        nodes, ks, _ = owners(words, nodes, ks, graph.addresses, graph.method_tables, session.type_layout,
+                              self._dump.pointer_size)
+        found = Owners({}, {}, {})
+        for node, k in zip(nodes.tolist(), ks.tolist()):
+            row = int(index.rows[k])
+            holder = (int(graph.addresses[node]), session.type_name(graph.method_table(node)) or "?")
+            if live[node]:
+                if row not in found.live:
+                    found.live[row] = holder
+                    found.nodes[row] = node
+            else:
+                found.dead.setdefault(row, holder)
+        for row in found.live:
+            found.dead.pop(row, None)
+        return found
+
+    def retained_native(self, owners: Owners, idom: np.ndarray, nodes) -> dict[int, int]:
+        """For each of ``nodes``, the bytes of the native chunks owned by the objects it dominates (itself
+        included): what would be freed with it, its finalizers or SafeHandles releasing them."""
+        wanted = {int(n): 0 for n in nodes}
+        n = len(idom)
+        for row, node in owners.nodes.items():
+            size, v, steps = int(self.heap.size[row]), node, 0
+            while 0 <= v < n and steps < MAX_CHAIN:
+                if v in wanted:
+                    wanted[v] += size
+                v, steps = int(idom[v]), steps + 1
+        return wanted
+
+    def by_owner(self) -> list[dict]:
+        """Native bytes per owning managed type: objects, chunks, bytes; largest first."""
+        owners = self.owners
+        if owners is None:
+            return []
+        rows: dict = {}
+        for row, (address, name) in owners.live.items():
+            r = rows.setdefault(name, {"type": name, "objects": set(), "chunks": 0, "bytes": 0})
+            r["objects"].add(address)
+            r["chunks"] += 1
+            r["bytes"] += int(self.heap.size[row])
+        out = [dict(r, objects=len(r["objects"])) for r in rows.values()]
+        return sorted(out, key=lambda r: (-r["bytes"], r["type"]))
 
     @property
     def version(self) -> str:
@@ -66,17 +147,32 @@ class NativeHeapView:
         return None if index == NO_ARENA else (self.heap.arenas[index].address or None)
 
     def chunks(self, states: tuple[str, ...] = ()):
-        """Every chunk in address order (or those in ``states``)."""
+        """Every chunk in address order (or those in ``states``), as a dict: :class:`Chunk`'s fields, and in a
+        .NET process ``owner`` and ``owner_type`` (the live managed object that holds it, or None)."""
         h = self.heap
         wanted = np.isin(h.state, [STATES.index(s) for s in states]) if states else np.ones(len(h.state), bool)
+        owners = self.owners
         for i in np.flatnonzero(wanted):
-            yield Chunk(int(h.address[i]), int(h.size[i]), STATES[h.state[i]], self._arena_address(int(h.arena[i])))
+            row = Chunk(int(h.address[i]), int(h.size[i]), STATES[h.state[i]],
+                        self._arena_address(int(h.arena[i]))).as_dict()
+            if owners is not None:
+                owner = owners.live.get(int(i))
+                row["owner"] = owner[0] if owner else None
+                row["owner_type"] = owner[1] if owner else None
+            yield row
 
     @cached_property
     def _reach(self):
+        """(chunk index, reach level per chunk): in a .NET process the GC heap is no root; the native pointers of
+        live objects are."""
         from ..native.leaks import reached
 
-        return reached(self._dump, self.heap)
+        owners = self.owners
+        if owners is None:
+            return reached(self._dump, self.heap, index=self._index)
+        segments = [(seg.start, max(seg.end, seg.committed or 0)) for seg in self._session.heap.segments]
+        held = np.array([int(self.heap.address[r]) + 16 for r in owners.live], dtype=np.uint64)
+        return reached(self._dump, self.heap, outside=segments, extra_roots=held, index=self._index)
 
     def leaks(self):
         """The in-use chunks nothing reaches (:mod:`clrlayout.native.leaks`), each with its first bytes."""
@@ -86,8 +182,12 @@ class NativeHeapView:
             i = int(index.rows[k])
             address, size = int(h.address[i]), int(h.size[i])
             preview = self._dump.memory.read_available(address + 16, min(PREVIEW, size - 16))
-            yield {**Chunk(address, size, STATES[h.state[i]], self._arena_address(int(h.arena[i]))).as_dict(),
+            row = {**Chunk(address, size, STATES[h.state[i]], self._arena_address(int(h.arena[i]))).as_dict(),
                    "size_class": 1 << (size.bit_length() - 1), "preview": preview}
+            dead = self.owners.dead.get(i) if self.owners is not None else None
+            if self.owners is not None:  # a block only dead objects hold: leaked, and which object says so
+                row["held_by_dead"] = {"address": dead[0], "type": dead[1]} if dead else None
+            yield row
 
     def reach_counts(self) -> dict:
         index, level = self._reach
@@ -96,17 +196,41 @@ class NativeHeapView:
                 for v, name in ((0, "leaked"), (1, "from_roots"), (2, "through_chunks"))}
 
 
-def native_heap(dump) -> NativeHeapView:
-    """The native heap of an open :class:`clrlayout.dump.Dump` (the reader's)."""
-    return NativeHeapView(dump, read_native_heap(dump))
+def native_heap(dump, session=None) -> NativeHeapView:
+    """The native heap of an open :class:`clrlayout.dump.Dump` (the reader's); ``session``: the .NET engine over
+    the same dump, for owners and for the managed side of the leaks."""
+    return NativeHeapView(dump, read_native_heap(dump), session)
 
 
-def open_native(path: str, limits=None) -> NativeHeapView:
-    """Open a core for its native heap alone (any Linux process, .NET or not)."""
+def open_native(path: str, limits=None, assemblies=()) -> NativeHeapView:
+    """Open a core for its native heap (any Linux process); in a .NET process whose GC heap can be walked, the
+    managed objects that own native blocks too."""
     from ..dump import open_dump
+    from ..errors import ClrLayoutError
     from ..limits import DEFAULT_LIMITS
+    from ..runtime.detect import detect_runtime
+    from ..session import open_session
 
-    return native_heap(open_dump(path, limits or DEFAULT_LIMITS))
+    limits = limits or DEFAULT_LIMITS
+    dump = open_dump(path, limits)
+    view = native_heap(dump)
+    try:
+        detect_runtime(dump)
+    except ClrLayoutError:  # no .NET runtime: the native heap alone
+        return view
+    try:  # the engine over a dump of its own: one that fails closes what it opened
+        session = open_session(path, limits=limits, assemblies=list(assemblies))
+    except ClrLayoutError as e:
+        view.heap.warnings.append(f"the managed heap cannot be read ({e}): no owners, and the whole GC heap is "
+                                  f"a root of the leak search")
+        return view
+    if session.heap.exact:
+        view._session = session
+    else:
+        session.close()
+        view.heap.warnings.append("the GC heap cannot be walked exactly: no owners, and the whole GC heap is a root "
+                                  "of the leak search")
+    return view
 
 
 __all__ = ["Chunk", "NativeHeapView", "native_heap", "open_native", "IN_USE", "MMAPPED"]

@@ -143,7 +143,7 @@ def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str) -> NativeHea
     runs = [(r.start, r.end) for r in memory.iter_regions()]
     ch.mmapped_chunks(memory, runs, heaps, 4096, table, limit=1 << 24)
     found = sum(1 for st in table.state if st == ch.MMAPPED)
-    if par and found < par.get("n_mmaps", 0):
+    if found < par.get("n_mmaps", 0) or not par:  # glibc's count not met, or not known (no mp_): every page
         ch.mmapped_by_pages(memory, runs, heaps, 4096, table, limit=1 << 24)
     order = np.argsort(np.frombuffer(table.address, dtype=np.uint64), kind="stable")
     cols = {}

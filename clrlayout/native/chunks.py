@@ -114,16 +114,22 @@ def mmapped_by_pages(memory, runs, skip, page: int, table: ChunkTable, limit: in
             if not pages:
                 break
             words = np.frombuffer(data[: pages * page], dtype="<u8").reshape(pages, page // 8)
-            hit = np.flatnonzero((words[:, 0] == 0) & (words[:, 1] & 7 == 2) & (words[:, 1] & (page - 1) == 2)
-                                 & (words[:, 1] > page))
+            # a header at word j of a page: prev_size the distance from the page's start (0, or memalign's lead),
+            # size with IS_MMAPPED alone, whole pages with the lead
+            j = np.arange(0, page // 8 - 1, 2, dtype=np.uint64)
+            prev, raw = words[:, 0:-1:2], words[:, 1::2]
+            ok = (prev == j * np.uint64(8)) & (raw & np.uint64(7) == np.uint64(2)) & (raw > np.uint64(page)) \
+                & (((raw & ~np.uint64(7)) + j * np.uint64(8)) % np.uint64(page) == 0)
+            rows, cols = np.nonzero(ok)
             next_at = at + pages * page
-            for k in hit:
-                p = at + int(k) * page
-                size = int(words[k, 1]) & ~7
+            for k, c in zip(rows.tolist(), cols.tolist()):
+                lead = 16 * c
+                p = at + k * page + lead
+                size = int(raw[k, c]) & ~7
                 if p + size > end or any(a <= p < b for a, b in holes):
                     continue
-                table.add(p, size, int(words[k, 1]), MMAPPED, NO_ARENA)
-                holes.append((p, p + size))
+                table.add(p, size, int(raw[k, c]), MMAPPED, NO_ARENA)
+                holes.append((p - lead, p + size))
                 holes.sort()
                 next_at = max(next_at, p + size)
                 break  # the rest of the window is the chunk's, or is read again from its end

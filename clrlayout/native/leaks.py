@@ -1,7 +1,7 @@
 """Which in-use native chunks nothing reaches (vmware/chap's "leaked"): the roots are every word of the process's
 memory outside the native heap (modules' writable data, other mappings; a thread's stack only from its stack
 pointer up) and every thread's registers; a chunk is reached when a root word or a word of a reached chunk points
-into it (its user data, interior pointers included).  ``outside``: address ranges whose words are not roots
+into it (its user data, interior pointers included, at an 8-byte boundary: a tagged value, odd, is not a pointer).  ``outside``: address ranges whose words are not roots
 (the GC heap, whose live objects the caller gives as ``extra_roots`` instead).  All in numpy: the heap's words are
 read once, in windows, and the reach is a breadth-first walk over the chunk graph."""
 
@@ -94,10 +94,11 @@ def root_ranges(dump, heap: NativeHeap, outside=()) -> list[tuple[int, int]]:
     return _subtract(runs, sorted(holes))
 
 
-def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None = None) -> tuple[ChunkIndex, np.ndarray]:
+def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None = None,
+            index: ChunkIndex | None = None) -> tuple[ChunkIndex, np.ndarray]:
     """The chunk index and, per in-use chunk, whether anything reaches it (0: leaked; 1: a root points into it;
     2: only other chunks do)."""
-    index = ChunkIndex(heap)
+    index = index if index is not None else ChunkIndex(heap)
     n = len(index)
     level = np.zeros(n, dtype=np.uint8)
     if not n:
@@ -105,7 +106,7 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
     lo, hi = index.start[0], index.end[-1]
 
     def mark_roots(values):
-        values = values[(values >= lo) & (values < hi)]
+        values = values[(values >= lo) & (values < hi) & (values % np.uint64(8) == 0)]
         k = index.lookup(values)
         level[k[k >= 0]] = 1
 
@@ -142,7 +143,7 @@ def _edges(dump, heap: NativeHeap, index: ChunkIndex) -> tuple[np.ndarray, np.nd
     spans += [(int(a), int(a + s)) for a, s in zip(heap.address[mm], heap.size[mm])]
     for s, e in sorted(spans):
         for addresses, values in _words(dump.memory, s, e):
-            keep = (values >= lo) & (values < hi)
+            keep = (values >= lo) & (values < hi) & (values % np.uint64(8) == 0)
             if not keep.any():
                 continue
             addresses, values = addresses[keep], values[keep]

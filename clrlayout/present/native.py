@@ -10,6 +10,14 @@ from .text import hexaddr, table
 ADDRESSES = {"address", "main_arena", "mp", "arena", "owner"}
 
 
+def owner_rows(rows: list[dict]) -> list[str]:
+    lines = ["Native bytes by the managed type that holds them (live objects):"]
+    lines += table(["Type", "Objects", "Chunks", "Bytes"],
+                   [[r["type"], f"{r['objects']:,}", f"{r['chunks']:,}", f"{r['bytes']:,}"] for r in rows],
+                   "lrrr", indent="  ")
+    return lines
+
+
 def _hex(value):
     if isinstance(value, dict):
         return {k: (f"{v:#x}" if k in ADDRESSES and isinstance(v, int) else _hex(v)) for k, v in value.items()}
@@ -76,11 +84,16 @@ def summary_lines(summary: dict, reach: dict | None = None) -> list[str]:
 
 
 def chunk_rows(chunks, leaks: bool) -> list[str]:
-    headers = ["Address", "Size", "State", "Arena"] + (["Preview"] if leaks else [])
+    chunks = list(chunks)
+    owned = any("owner" in c for c in chunks)
+    headers = ["Address", "Size", "State", "Arena"] + (["Owner"] if owned and not leaks else []) \
+        + (["Preview"] if leaks else [])
     rows = []
     for c in chunks:
         row = [hexaddr(c["address"], 8), f"{c['size']:,}", c["state"],
                hexaddr(c["arena"], 8) if c["arena"] is not None else "-"]
+        if owned and not leaks:
+            row.append(f"{hexaddr(c['owner'], 8)} {c['owner_type']}" if c.get("owner") else "-")
         if leaks:
             row.append(_preview(c["preview"]))
         rows.append(row)
