@@ -85,6 +85,8 @@ class MemoryMap:
     bookkeeping: list = field(default_factory=list)
     #: (start, end) of the GC's handle table segments
     handle_tables: list = field(default_factory=list)
+    #: glibc's malloc in a Linux core (:func:`native_split`): what its native bytes are; None: not read
+    native_heap: dict | None = None
 
     def kinds(self) -> dict:
         out = {k: [0, 0] for k in KINDS}
@@ -95,12 +97,12 @@ class MemoryMap:
 
 
 def claims(session, loader_heaps: LoaderHeaps | None = None, bookkeeping=(),
-           handle_tables=()) -> list[tuple[int, int, float, str, str]]:
+           handle_tables=(), native=()) -> list[tuple[int, int, float, str, str]]:
     """(start, end, rank, kind, owner) of everything that claims memory; lower rank wins (a fraction ranks a
     claim between two kinds).  ``loader_heaps``:
     the runtime's loader heap blocks (``Session.loader_heaps``); ``bookkeeping``: the GC's bookkeeping
     reservations (``Session.gc_bookkeeping``); ``handle_tables``: the GC's handle table segments
-    (``Session.gc_handle_tables``)."""
+    (``Session.gc_handle_tables``); ``native``: (start, end, owner) of glibc's heaps and mmapped chunks."""
     d = session.dump
     out = []
     rank = {k: i for i, k in enumerate(KINDS)}
@@ -139,7 +141,21 @@ def claims(session, loader_heaps: LoaderHeaps | None = None, bookkeeping=(),
         out.append((lo, hi, exact, "runtime", "GC bookkeeping"))
     for lo, hi in handle_tables:
         out.append((lo, hi, exact, "runtime", "GC handle table"))
+    for lo, hi, owner in native:  # glibc's own record of its heaps: exact, as the runtime's are
+        out.append((lo, hi, exact, "native", owner))
     return out
+
+
+def native_split(totals: dict, arenas: list, mmapped: dict, native_bytes: int, reason: str | None) -> dict:
+    """The native memory by what glibc's malloc says of it: in use, free in the arenas (tcache, fastbins, bins,
+    top), the arenas' own overhead, the mmapped chunks, and the rest of the native memory (other allocators,
+    the runtime's own mappings)."""
+    free = sum(totals[k]["bytes"] for k in ("tcache", "fastbins", "bins")) + totals["top_bytes"]
+    split = {"in_use": totals["in_use"]["bytes"], "free_in_arenas": free, "arena_overhead": totals["overhead_bytes"],
+             "mmapped_chunks": mmapped["bytes"], "arenas": len(arenas)}
+    split["other_native"] = max(0, native_bytes - sum(v for k, v in split.items() if k != "arenas"))
+    split["missing"] = reason
+    return split
 
 
 def _looks_like_image(path: str) -> bool:

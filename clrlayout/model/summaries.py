@@ -33,7 +33,15 @@ def memory_map(session, jobs: int | None = None, progress: Callable | None = Non
     from ..analyses import memory as analysis
 
     heaps, bookkeeping, handles = session.loader_heaps(), session.gc_bookkeeping(), session.gc_handle_tables()
-    pieces = analysis.paint(list(session.dump.memory.iter_runs()), analysis.claims(session, heaps, bookkeeping, handles))
+    view = _native_view(session)
+    native = []
+    if view is not None:
+        h = view.heap
+        native = [(s, e, "malloc arena heap") for a in h.arenas for s, e in a.heaps]
+        mm = h.state == 5  # the mmapped chunks
+        native += [(int(a), int(a + z), "malloc mmapped chunk") for a, z in zip(h.address[mm], h.size[mm])]
+    pieces = analysis.paint(list(session.dump.memory.iter_runs()),
+                            analysis.claims(session, heaps, bookkeeping, handles, native))
     gc = None
     if session.heap.exact and session.profile.method_table is not None:
         gc = analysis.GcFigures()
@@ -45,5 +53,25 @@ def memory_map(session, jobs: int | None = None, progress: Callable | None = Non
         parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
                            progress=progress, on_found=on_found, absorb=gc.merge)
         gc.segments = analysis.segment_figures(session.heap.segments)
+    split = None
+    if view is not None:
+        from ..native import figures
+
+        native_bytes = sum(p.size for p in pieces if p.kind == "native")
+        split = analysis.native_split(figures.totals(view.heap), view.heap.arenas, figures.mmapped(view.heap),
+                                      native_bytes, "; ".join(view.heap.missing) or None)
     return analysis.MemoryMap(session.dump.memory.total_bytes, pieces, gc,
-                              analysis.address_space(session.dump.memory_info), heaps, bookkeeping, handles)
+                              analysis.address_space(session.dump.memory_info), heaps, bookkeeping, handles, split)
+
+
+def _native_view(session):
+    """glibc's malloc of a Linux core, or None where there is none to read."""
+    from ..errors import ClrLayoutError
+    from .native import native_heap
+
+    if session.dump.format != "elf-core":
+        return None
+    try:
+        return native_heap(session.dump)
+    except ClrLayoutError:
+        return None

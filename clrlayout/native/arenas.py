@@ -63,7 +63,6 @@ class NativeHeap:
     tcaches: list
     address: np.ndarray
     size: np.ndarray
-    raw: np.ndarray
     state: np.ndarray
     arena: np.ndarray
     findings: Findings
@@ -147,7 +146,8 @@ def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str) -> NativeHea
         ch.mmapped_by_pages(memory, runs, heaps, 4096, table, limit=1 << 24)
     order = np.argsort(np.frombuffer(table.address, dtype=np.uint64), kind="stable")
     cols = {}
-    for name, dtype in (("address", np.uint64), ("size", np.uint64), ("raw", np.uint64), ("state", np.uint8),
+    table.raw = None  # the size words served the walk (PREV_INUSE); the lists read their own
+    for name, dtype in (("address", np.uint64), ("size", np.uint64), ("state", np.uint8),
                         ("arena", np.uint16)):  # a column at a time, each list let go once sorted: a smaller peak
         cols[name] = np.frombuffer(getattr(table, name), dtype=dtype)[order]
         setattr(table, name, None)
@@ -178,10 +178,12 @@ def _main_heap_from_tls(dump, layout: MallocLayout, arenas: list, table, finding
         if head is None or int.from_bytes(head[:8], "little") or int.from_bytes(head[8:], "little") != size | 1:
             continue
         end = memory.mapped_end(first)
-        main = Arena(len(arenas), 0, True, readable=False, heaps=[(first, end)],
-                     threads=[dump.threads[0].id] if dump.threads else [])
+        main = Arena(len(arenas), 0, True, readable=False, threads=[dump.threads[0].id] if dump.threads else [])
         arenas.append(main)
+        before = len(table)
         ch.walk_heap(memory, first, end, None, main.index, table, findings, open_end=True)
+        last = len(table) - 1
+        main.heaps = [(first, table.address[last] + table.size[last] if last >= before else first)]
         return
 
 

@@ -131,6 +131,6 @@ def mmapped_by_pages(memory, runs, skip, page: int, table: ChunkTable, limit: in
                 table.add(p, size, int(raw[k, c]), MMAPPED, NO_ARENA)
                 holes.append((p - lead, p + size))
                 holes.sort()
-                next_at = max(next_at, p + size)
+                next_at = p + size
                 break  # the rest of the window is the chunk's, or is read again from its end
             at = next_at

@@ -38,6 +38,7 @@ def record(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> dict:
     if mm.loader_heaps is not None:
         out["loader_heaps"] = _loader_heaps(mm)
     out["gc_bookkeeping"] = _bookkeeping(mm)
+    out["native_heap"] = mm.native_heap
     out["gc_handle_tables"] = _handle_tables(mm)
     if mm.address_space:
         out["address_space"] = [{"what": w, "value": v, "ranges": n, "bytes": b}
@@ -84,6 +85,18 @@ def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> lis
     rows = [[k, n, f"{b:,}", _pct(b, total)] for k, (n, b) in kinds.items() if n]
     rows.append(["total", sum(n for n, _ in kinds.values()), f"{total:,}", _pct(total, total)])
     lines += table(["Usage", "Ranges", "Bytes", "% of dump"], rows, "lrrr", indent="  ")
+    if mm.native_heap is not None:
+        n = mm.native_heap
+        lines += ["", f"Native memory, by what glibc's malloc says of it ({n['arenas']} arenas; `clrlayout native` "
+                      f"for each):"]
+        rows = [[what, f"{n[key]:,}"] for what, key in (("in use (malloc'd blocks)", "in_use"),
+                                                        ("free in the arenas (tcache, fastbins, bins, top)",
+                                                         "free_in_arenas"),
+                                                        ("arena overhead (heap_info, malloc_state, fenceposts)",
+                                                         "arena_overhead"),
+                                                        ("mmapped chunks", "mmapped_chunks"),
+                                                        ("other native memory", "other_native"))]
+        lines += table(["What", "Bytes"], rows, "lr", indent="  ")
     if mm.loader_heaps is not None and mm.loader_heaps.blocks:
         lh = _loader_heaps(mm)
         lines += ["", "Loader heaps (the runtime's MethodTables, EEClasses, stubs and JIT-compiled code):"]

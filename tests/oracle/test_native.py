@@ -256,3 +256,17 @@ def test_retained_counts_the_native_bytes_an_object_holds(owners_core, capsys):
     assert code == 0
     top = max(o["native_bytes"] for o in json.loads(stdout)["objects"])
     assert held <= top <= held + runtime_owned
+
+
+def test_memory_splits_the_native_memory_as_malloc_does(owners_core, capsys):
+    raw, _ = owners_core
+    code, stdout, _ = run_cli(capsys, "memory", str(raw), "--format", "json")
+    data = json.loads(stdout)
+    split = data["native_heap"]
+    native = next(k["bytes"] for k in data["kinds"] if k["kind"] == "native")
+    code, stdout, _ = run_cli(capsys, "native", str(raw), "--format", "json")
+    totals = json.loads(stdout)["totals"]
+    assert split["in_use"] == totals["in_use"]["bytes"] and split["mmapped_chunks"] == totals["mmapped"]["bytes"]
+    parts = ("in_use", "free_in_arenas", "arena_overhead", "mmapped_chunks", "other_native")
+    assert sum(split[k] for k in parts) == native and split["other_native"] >= 0
+    assert (split["missing"] is None) == ("-full" in raw.name)
