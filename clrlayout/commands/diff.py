@@ -16,15 +16,19 @@ from .common import _open, out, quiet_option, roots_option, warn
 @click.option("--sort", type=click.Choice(["bytes", "count", "retained"]), default="bytes", show_default=True,
               help="Growth of what first (retained: with --live).")
 @click.option("--strings", is_flag=True, help="Also the duplicated string values whose count grew most.")
+@click.option("--native", is_flag=True, help="Also glibc's native heap (Linux cores): in-use chunks by size class, "
+                                             "and native bytes by the managed type that owns them.")
 @roots_option
 @quiet_option
-def diff(files, fmt, live, top, sort, strings, kinds, quiet):
+def diff(files, fmt, live, top, sort, strings, native, kinds, quiet):
     """Compare dumps of one application, oldest first (BEFORE AFTER, or a row of them): per type, matched by
     name, the count and bytes in each and the change, the largest growth first; types only in one are new or
     gone."""
-    from ..model.diff import compare, totals_of
+    from ..model.diff import compare, native_compare, native_totals, totals_of
     from ..present.diff import render
 
+    if native and fmt == "csv":
+        raise UsageError("--native has two tables of its own: --format table or json")
     if len(files) < 2:
         raise UsageError("diff compares two dumps or more: BEFORE AFTER [...]")
     if sort == "retained" and not live:
@@ -32,16 +36,34 @@ def diff(files, fmt, live, top, sort, strings, kinds, quiet):
     source = click.get_current_context().get_parameter_source("kinds")
     if not live and source is not click.core.ParameterSource.DEFAULT:
         raise UsageError("--roots chooses the roots of --live: give --live")
-    sides = []
+    sides, natives = [], []
     for path in files:
         with _open(path, None, None, "auto") as session:
             if not quiet:
                 for w in session.warnings:
                     warn(f"{path}: {w}")
             sides.append(totals_of(session, live, kinds, strings))
+            if native:
+                natives.append(native_totals(session))
     result = compare(sides, sort)
     if not quiet:
         for w in result.warnings:
             warn(w)
+    rows = native_compare(natives) if native else None
+    if native and fmt == "json":
+        import json
+
+        from ..present.jsonout import dumps
+
+        lines = render(result, fmt, top)
+        record = json.loads("\n".join(lines))
+        record["native"] = rows
+        out(dumps(record))
+        return
     for line in render(result, fmt, top):
         out(line)
+    if native:
+        from ..present.diff import native_lines
+
+        for line in native_lines(rows, top):
+            out(line)

@@ -23,8 +23,8 @@ def sha256_of(path: str) -> str:
 
 
 def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
-    """``{"dump": {...}, "types": [...], "memory": [...]}`` for the dump at ``path`` (one row of ``dumps``;
-    the dump's rows of ``types`` and ``memory``, without the path, which the writer adds)."""
+    """``{"dump": {...}, "types": [...], "memory": [...], "native": [...]}`` for the dump at ``path`` (one row of
+    ``dumps``; the dump's rows of ``types``, ``memory`` and ``native``, without the path, which the writer adds)."""
     from ..limits import limits_from_env
     from ..session import open_session
 
@@ -32,6 +32,7 @@ def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
     row: dict = {"exact": None, "error_code": None, "exit_code": None, "error": None, "warnings": []}
     types: list = []
     memory: list = []
+    native: list = []
     try:
         with open_session(path, limits=limits_from_env()) as session:
             rt = session.runtime
@@ -39,6 +40,7 @@ def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
                        runtime=rt.flavor, version=rt.version, gc_mode=session.heap.gc_mode,
                        exact=bool(session.heap.exact))
             memory = _memory_rows(session)
+            native = _native_rows(session)
             types = _type_rows(session, roots if retained else None, row)
             row.update(objects=sum(t["count"] for t in types), object_bytes=sum(t["bytes"] for t in types))
             unnamed = unnamed_warning(session, [t["method_table"] for t in types])
@@ -57,7 +59,29 @@ def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
         if row.get(name) is not None:
             row[name] = as_flags(row[name])
     row["warnings"] = [as_flags(w) for w in row["warnings"]]
-    return {"dump": row, "types": types, "memory": memory}
+    return {"dump": row, "types": types, "memory": memory, "native": native}
+
+
+def _native_rows(session) -> list:
+    """A row per arena and per size class of glibc's malloc, where the dump has it to read (else none)."""
+    from ..model.summaries import _native_view
+    from ..native import figures
+
+    view = _native_view(session)
+    if view is None:
+        return []
+    rows = []
+    for a in figures.arena_rows(view.heap):
+        free = a["tcache"]["count"] + a["fastbins"]["count"] + a["bins_only"]["count"]
+        rows.append({"row": "arena", "arena": f"{a['address']:#x}" if a["address"] else None, "main": a["main"],
+                     "threads": len(a["threads"]), "system_bytes": a["system_bytes"],
+                     "in_use_count": a["in_use"]["count"], "in_use_bytes": a["in_use"]["bytes"],
+                     "free_count": free, "free_bytes": a["free"]["at_top"] + a["free"]["trapped"]})
+    for c in figures.size_classes(view.heap):
+        rows.append({"row": "size_class", "in_use_count": c["in_use"]["count"], "in_use_bytes": c["in_use"]["bytes"],
+                     "free_count": c["free"]["count"], "free_bytes": c["free"]["bytes"], "from_bytes": c["from"],
+                     "to_bytes": c["to"]})
+    return rows
 
 
 def _memory_rows(session) -> list:

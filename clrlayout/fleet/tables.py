@@ -1,5 +1,5 @@
 """The fleet's output: three Parquet tables, each a directory of one file per dump (``OUT/dumps/``,
-``OUT/types/``, ``OUT/memory/``), which pandas, pyarrow, DuckDB and Spark read as one table.
+``OUT/types/``, ``OUT/memory/``, ``OUT/native/``), which pandas, pyarrow, DuckDB and Spark read as one table.
 
 A dump's files are written to ``OUT/.partial/`` and moved into place, its ``dumps`` row last: a dump is done
 when its row is there, and a run stopped half-way leaves no half-written file behind.  A rerun skips the
@@ -30,7 +30,14 @@ TYPES = pa.schema([
     ("bytes", pa.int64()), ("aligned_bytes", pa.int64()), ("retained", pa.int64()),
 ])
 MEMORY = pa.schema([("path", pa.string()), ("kind", pa.string()), ("ranges", pa.int64()), ("bytes", pa.int64())])
-SCHEMAS = {"dumps": DUMPS, "types": TYPES, "memory": MEMORY}
+#: glibc's malloc of a Linux core (`clrlayout native`): a row per arena ("arena") and per size class ("size_class",
+#: over every arena), free = tcache + fastbins + bins (+ top for an arena)
+NATIVE = pa.schema([
+    ("path", pa.string()), ("row", pa.string()), ("arena", pa.string()), ("main", pa.bool_()), ("threads", pa.int64()),
+    ("system_bytes", pa.int64()), ("in_use_count", pa.int64()), ("in_use_bytes", pa.int64()),
+    ("free_count", pa.int64()), ("free_bytes", pa.int64()), ("from_bytes", pa.int64()), ("to_bytes", pa.int64()),
+])
+SCHEMAS = {"dumps": DUMPS, "types": TYPES, "memory": MEMORY, "native": NATIVE}
 
 
 def key_of(path: str) -> str:
@@ -83,6 +90,7 @@ class FleetTables:
                     warnings=result["dump"].get("warnings") or [])
         tables = {"types": [{**r, "path": path} for r in result["types"]],
                   "memory": [{**r, "path": path} for r in result["memory"]],
+                  "native": [{**r, "path": path} for r in result.get("native", [])],
                   "dumps": [dump]}  # last: the dump is done when its row is in place
         try:
             for table, rows in tables.items():

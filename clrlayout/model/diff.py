@@ -191,3 +191,32 @@ def diff(*paths, live: bool = False, roots=ROOT_KINDS, strings: bool = False,
         with open_session(path, limits=DEFAULT_LIMITS) as session:
             sides.append(totals_of(session, live, roots, strings))
     return compare(sides, sort)
+
+
+def native_totals(session) -> dict:
+    """A dump's native heap for ``diff --native``: in-use chunks by size class, and native bytes by owning managed
+    type (:mod:`clrlayout.model.native`); :class:`~clrlayout.errors.NativeHeapNotFound` where there is none."""
+    from ..native import figures
+    from .native import native_heap
+
+    view = native_heap(session.dump, session if session.heap.exact else None)
+    classes = {f"{c['from']}-{c['to']}": (c["in_use"]["count"], c["in_use"]["bytes"])
+               for c in figures.size_classes(view.heap)}
+    owners = {r["type"]: (r["chunks"], r["bytes"]) for r in view.by_owner()}
+    return {"size_classes": classes, "owners": owners}
+
+
+def native_compare(sides: list) -> list[dict]:
+    """Rows of ``diff --native``: each size class (in-use chunks) and each owning type, its count and bytes in
+    every dump and the change from the first to the last, the largest growth first within each kind."""
+    rows = []
+    for kind in ("size_classes", "owners"):
+        keys = sorted({k for s in sides for k in s[kind]})
+        part = []
+        for key in keys:
+            counts = [s[kind].get(key, (0, 0))[0] for s in sides]
+            sizes = [s[kind].get(key, (0, 0))[1] for s in sides]
+            part.append({"kind": "size class" if kind == "size_classes" else "owner", "key": key, "counts": counts,
+                         "bytes": sizes, "delta_count": counts[-1] - counts[0], "delta_bytes": sizes[-1] - sizes[0]})
+        rows += sorted(part, key=lambda r: (-r["delta_bytes"], r["key"]))
+    return rows

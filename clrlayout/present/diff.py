@@ -52,3 +52,21 @@ def render(result, fmt: str, top: int | None) -> list[str]:
         for value, counts in result.strings[:top or 20]:
             lines.append(f"  {' -> '.join(f'{c:,}' for c in counts)}  {value[:80]!r}")
     return lines
+
+
+def native_lines(rows: list, top: int | None) -> list[str]:
+    """``diff --native``'s two tables: in-use chunks by size class, native bytes by owning type."""
+    from .text import table
+
+    lines = []
+    for kind, title in (("size class", "Native heap, in-use chunks by size class (bytes):"),
+                        ("owner", "Native bytes by the managed type that owns them:")):
+        part = [r for r in rows if r["kind"] == kind][:top]
+        if not part:
+            continue
+        n = len(part[0]["bytes"])
+        lines += ["", title]
+        lines += table([kind.capitalize()] + [f"Dump {i + 1}" for i in range(n)] + ["Change"],
+                       [[r["key"]] + [f"{b:,}" for b in r["bytes"]] + [f"{r['delta_bytes']:+,}"] for r in part],
+                       "l" + "r" * (n + 1), indent="  ")
+    return lines

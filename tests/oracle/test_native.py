@@ -270,3 +270,33 @@ def test_memory_splits_the_native_memory_as_malloc_does(owners_core, capsys):
     parts = ("in_use", "free_in_arenas", "arena_overhead", "mmapped_chunks", "other_native")
     assert sum(split[k] for k in parts) == native and split["other_native"] >= 0
     assert (split["missing"] is None) == ("-full" in raw.name)
+
+
+def test_fleet_writes_the_native_table(owners_core, capsys, tmp_path):
+    """fleet's ``native`` table: a row per arena (as `native` reports it) and per size class."""
+    import pyarrow.parquet as pq
+
+    raw, _ = owners_core
+    code, _, _ = run_cli(capsys, "fleet", str(raw), "--out", str(tmp_path / "t"), "--workers", "1", "--no-retained")
+    assert code == 0
+    table = pq.read_table(tmp_path / "t" / "native").to_pylist()
+    code, stdout, _ = run_cli(capsys, "native", str(raw), "--format", "json")
+    arenas = json.loads(stdout)["arenas"]
+    rows = [r for r in table if r["row"] == "arena"]
+    assert [(r["system_bytes"], r["in_use_bytes"], r["main"]) for r in rows] == \
+        [(a["system_bytes"], a["in_use"]["bytes"], a["main"]) for a in arenas]
+    classes = [r for r in table if r["row"] == "size_class"]
+    assert sum(r["in_use_bytes"] for r in classes) > sum(a["in_use"]["bytes"] for a in arenas)  # mmapped too
+
+
+def test_diff_compares_native_size_classes_and_owners(owners_core, capsys):
+    raw, _ = owners_core
+    code, stdout, _ = run_cli(capsys, "native", str(raw), "--by", "owner", "--format", "json")
+    owners = {r["type"]: r["bytes"] for r in json.loads(stdout)["owners"]}
+    code, stdout, _ = run_cli(capsys, "diff", str(raw), str(raw), "--native", "--format", "json")
+    assert code == 0
+    rows = json.loads(stdout)["native"]
+    assert {r["key"]: r["bytes"] for r in rows if r["kind"] == "owner"} == {k: [v, v] for k, v in owners.items()}
+    assert all(r["delta_bytes"] == 0 for r in rows) and any(r["kind"] == "size class" for r in rows)
+    code, _, stderr = run_cli(capsys, "diff", str(raw), str(raw), "--native", "--format", "csv")
+    assert code == 2
