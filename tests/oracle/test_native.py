@@ -187,21 +187,31 @@ def test_a_dotnet_process_by_createdump(kind, target_build, tmp_path, capsys):
 
 @pytest.fixture(scope="module", params=[(v, full) for v in ("3.1.23", "8.0.4", "10.0.0") for full in (True, False)],
                 ids=lambda p: f"{p[0]}-{'full' if p[1] else 'heap'}")
-def owners_core(request, target_build, tmp_path_factory):
-    import sys
-
-    from tests.support.samples import SAMPLES
-
-    sys.path.insert(0, str(SAMPLES))
-    import make_dumps
-    import runtimes
+def owners_made(request, target_build, tmp_path_factory):
+    from tests.support.native import owners_core
 
     version, full = request.param
-    work = tmp_path_factory.mktemp("owners")
-    raw, truth = make_dumps.make_linux(target_build, work, runtime=runtimes.get(version), target="nativeowners",
-                                       full=full)
-    yield raw, json.loads(truth.read_text())
+    raw, truth, mallinfo = owners_core(target_build, tmp_path_factory.mktemp("owners"), version, full)
+    yield raw, truth, mallinfo
     raw.unlink()
+
+
+@pytest.fixture
+def owners_core(owners_made):
+    return owners_made[:2]
+
+
+def test_a_dotnet_process_s_mallinfo_is_glibcs(owners_made, capsys):
+    """mallinfo2() asked of the .NET process just before and just after its dump (and the same both times): the
+    full dump's mallinfo is it, field by field; a heap dump has none (no main_arena) and says so."""
+    raw, _, mallinfo = owners_made
+    assert mallinfo is not None, "the process's mallinfo2() changed across every one of the dumps"
+    code, stdout, stderr = run_cli(capsys, "native", str(raw), "--format", "json")
+    data = json.loads(stdout)
+    if "-full" in raw.name:
+        assert data["mallinfo"] == mallinfo and stderr == ""
+    else:
+        assert data["mallinfo"] is None and "createdump's full type" in stderr
 
 
 def test_owners_are_the_objects_that_hold_each_block(owners_core, capsys):
@@ -213,8 +223,8 @@ def test_owners_are_the_objects_that_hold_each_block(owners_core, capsys):
     h = view.heap
     row_of = {int(a) + 16: i for i, a in enumerate(h.address)}
     held = [b for b in truth["blocks"] if b["how"] not in ("leaked", "dead")]
-    assert {b["how"] for b in held} == {"field", "uintptr", "pointer", "struct", "safehandle", "array", "boxed",
-                                        "interior"}
+    kinds = {"field", "uintptr", "pointer", "struct", "safehandle", "array", "boxed", "interior"}
+    assert {b["how"] for b in held} == kinds | ({"nativememory"} if truth["runtime"][0] != "3" else set())
     for b in held:
         row = row_of[b["block"]]
         assert view.owners.live.get(row, (None,))[0] == b["holder"], b
@@ -232,7 +242,7 @@ def test_owners_are_the_objects_that_hold_each_block(owners_core, capsys):
             assert leaks[b["block"]]["held_by_dead"]["type"] == "Holder"
     by_type = {r["type"]: r for r in view.by_owner()}
     holder_bytes = sum(int(h.size[row_of[b["block"]]]) for b in held
-                       if b["how"] in ("field", "uintptr", "pointer", "interior"))
+                       if b["how"] in ("field", "uintptr", "pointer", "interior", "nativememory"))
     assert by_type["Holder"]["bytes"] == holder_bytes and by_type["System.IntPtr[]"]["chunks"] == 10
     code, stdout, _ = run_cli(capsys, "native", str(raw), "--by", "owner", "--format", "json")
     assert code == 0 and json.loads(stdout)["owners"][0]["type"] == "Holder"

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from clrlayout.trim import trim
-from tests.support.redaction import json_of, structure
+from tests.support.redaction import json_of, managed_retained, structure
 from tests.support.scripts import script
 
 pytestmark = pytest.mark.oracle
@@ -56,6 +56,6 @@ def test_structure_is_the_originals(secrets_core, tmp_path, capsys):
                if isinstance(original[k], dict) and isinstance(redacted.get(k), dict) else (str(original[k])[:300],)
                for k in original if original[k] != redacted.get(k)}
     assert not differs
-    retained = [json_of(capsys, "retained", path, "--roots", "handles,finalizer", "--top", "200", "--format", "json")
-                for path in (core, out)]
-    assert retained[0] == retained[1] and json.loads(retained[0])["live_objects"] > 100
+    retained = [managed_retained(json_of(capsys, "retained", path, "--roots", "handles,finalizer", "--top", "200",
+                                         "--format", "json")) for path in (core, out)]
+    assert retained[0] == retained[1] and retained[0]["live_objects"] > 100

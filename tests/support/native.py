@@ -89,3 +89,57 @@ def gdb_oracle(core: NativeCore, work: Path) -> dict:
     import ast
 
     return ast.literal_eval(line[len("ORACLE "):])
+
+
+MALLINFO_FIELDS = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                   "keepcost")
+
+
+def owners_core(build: Path, work: Path, version: str, full: bool, tries: int = 5):
+    """The nativeowners target (sample_dumps/targets/nativeowners) on a Linux runtime, dumped by its createdump
+    (``full``: every mapping); the target's mallinfo2() asked for before and after the dump, up to ``tries`` dumps
+    until both agree (the runtime's own threads may allocate meanwhile).  (core, truth, mallinfo or None)."""
+    import sys
+
+    samples = Path(__file__).resolve().parents[2] / "sample_dumps"
+    sys.path.insert(0, str(samples))
+    import make_dumps
+    import runtimes
+
+    runtime = runtimes.get(version)
+    work.mkdir(parents=True, exist_ok=True)
+    config = runtime.write_runtimeconfig(build / f"nativeowners-{version}.runtimeconfig.json")
+    truth, raw = work / "truth-nativeowners.json", work / f"nativeowners-{'full' if full else 'heap'}.core"
+    # no tiered compilation: its background thread compiles (and allocates) for seconds after the start
+    env = dict(runtime.environment(), DOTNET_TieredCompilation="0", COMPlus_TieredCompilation="0")
+    proc, pid = make_dumps.start_target(runtime.command(build / "nativeowners.dll", config, truth), env)
+
+    def measure() -> dict:
+        proc.stdin.write("measure\n")
+        proc.stdin.flush()
+        words = proc.stdout.readline().split()
+        assert words and words[0] == "MALLINFO", words
+        return dict(zip(MALLINFO_FIELDS, map(int, words[1:])))
+
+    mallinfo = None
+    try:
+        import time
+
+        last, deadline = measure(), time.time() + 15
+        while time.time() < deadline:  # settled: the same twice, half a second apart
+            time.sleep(0.5)
+            now = measure()
+            if now == last:
+                break
+            last = now
+        for _ in range(tries):
+            before = measure()
+            raw.unlink(missing_ok=True)
+            subprocess.run([str(runtime.createdump), *(["--full"] if full else []), "-f", str(raw), str(pid)],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=TIMEOUT)
+            if measure() == before:
+                mallinfo = before
+                break
+    finally:
+        make_dumps.stop_target(proc)
+    return raw, json.loads(truth.read_text()), mallinfo

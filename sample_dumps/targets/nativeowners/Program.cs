@@ -3,7 +3,10 @@
 // field, an IntPtr inside a struct field, a SafeHandle's handle, the elements of an IntPtr[], a boxed IntPtr, a
 // pointer into the middle of a block — and blocks held only by dead objects (unreferenced, not yet collected) or by
 // nothing at all (leaked).  It writes each block to its truth file with malloc_usable_size and the object that
-// holds it, says READY and waits.  Blocks are filled with bytes that are no pointer.
+// holds it, says READY and waits: "measure" on its standard input prints what glibc says at that moment
+// (MALLINFO and mallinfo2()'s ten fields: a test measures, dumps and measures again), anything else ends it.  Blocks
+// are filled with bytes that are no pointer; on .NET 6+ some come from NativeMemory.Alloc (found by reflection:
+// this code compiles against Mono's libraries, which lack it).
 #pragma warning disable 0219, 0414
 using System;
 using System.Collections.Generic;
@@ -52,6 +55,36 @@ static class Program
 {
     [DllImport("libc.so.6", EntryPoint = "malloc_usable_size")]
     static extern UIntPtr UsableSize(IntPtr block);
+
+    [StructLayout(LayoutKind.Sequential)]
+    struct MallInfo2
+    {
+        public UIntPtr Arena, Ordblks, Smblks, Hblks, Hblkhd, Usmblks, Fsmblks, Uordblks, Fordblks, Keepcost;
+    }
+
+    [DllImport("libc.so.6", EntryPoint = "mallinfo2")]
+    static extern MallInfo2 MallInfo();
+
+    static string Measure()
+    {
+        MallInfo2 m = MallInfo();
+        return "MALLINFO " + m.Arena + " " + m.Ordblks + " " + m.Smblks + " " + m.Hblks + " " + m.Hblkhd + " " +
+               m.Usmblks + " " + m.Fsmblks + " " + m.Uordblks + " " + m.Fordblks + " " + m.Keepcost;
+    }
+
+    // NativeMemory.Alloc (.NET 6+), or IntPtr.Zero where the runtime has none
+    static unsafe IntPtr NativeAlloc(int size)
+    {
+        Type t = Type.GetType("System.Runtime.InteropServices.NativeMemory");
+        if (t == null)
+            return IntPtr.Zero;
+        var alloc = t.GetMethod("Alloc", new[] { typeof(UIntPtr) });
+        object ptr = alloc.Invoke(null, new object[] { (UIntPtr)(uint)size });
+        IntPtr p = (IntPtr)System.Reflection.Pointer.Unbox(ptr);
+        for (int i = 0; i < size; i++)
+            Marshal.WriteByte(p, i, 0x5A);
+        return p;
+    }
 
     static readonly List<object> Keep = new List<object>();
     static readonly List<string> Ledger = new List<string>();
@@ -141,6 +174,15 @@ static class Program
             Keep.Add(inner);
             Record(p, inner, "interior");
         }
+        for (int i = 0; i < 5; i++)
+        {
+            IntPtr p = NativeAlloc(150 + i);
+            if (p == IntPtr.Zero)
+                break;
+            var h = new Holder { Handle = p };
+            Keep.Add(h);
+            Record(p, h, "nativememory");
+        }
     }
 
     // the stack below this frame zeroed: a slot a later frame leaves unwritten must not keep a leaked block's
@@ -203,7 +245,9 @@ static class Program
         Scrub();
         Console.WriteLine(ready);
         Scrub();
-        Console.ReadLine();
+        Measure();  // once before it counts: the P/Invoke's own first-call setup allocates
+        while (Console.ReadLine() == "measure")
+            Console.WriteLine(Measure());
         GC.KeepAlive(Keep);
     }
 }
