@@ -43,6 +43,7 @@ SCHEMAS: dict[str, dict] = {
     "contract-descriptor": {"descriptor": TABLE, "method_tables": TABLE, "checks": (TABLES, ("descriptor",))},
     "runtime-bookkeeping": {"block": TABLE, "allocator": TABLE},
     "allocator": {"chunk": TABLE, "layouts": (TABLES, ("versions", "arena", "par", "heap_info", "tcache"))},
+    "thread-state": {"flags": TABLE},
 }
 
 

@@ -849,6 +849,25 @@ def stack_references(o: "Oracle") -> list:
     return found
 
 
+def threads(o: Oracle) -> dict:
+    """The runtime's thread list as ISOSDacInterface::GetThreadStoreData / GetThreadData give it."""
+    store = o._get("GetThreadStoreData", ThreadStoreData)
+    out, seen = [], set()
+    thread = store.FirstThread if store else 0
+    while thread and thread not in seen:
+        seen.add(thread)
+        t = o._get("GetThreadData", ThreadData, thread)
+        if t is None:
+            break
+        out.append({"address": thread, "managed_id": t.ManagedThreadId, "os_id": t.OSThreadId, "state": t.State,
+                    "preemptive_gc_disabled": t.PreemptiveGCDisabled, "frame": t.Frame, "lock_count": t.LockCount,
+                    "last_thrown_handle": t.LastThrownObjectHandle})
+        thread = t.NextThread
+    return {"threads": out, "count": store.ThreadCount if store else None,
+            "background": store.BackgroundThreadCount if store else None,
+            "finalizer": store.FinalizerThread if store else None, "gc": store.GCThread if store else None}
+
+
 def main(argv) -> int:
     import argparse
 
@@ -863,6 +882,7 @@ def main(argv) -> int:
     ap.add_argument("--stack-refs", action="store_true")
     ap.add_argument("--collectible", action="store_true")
     ap.add_argument("--statics", default=None, help="comma list of MethodTables: their statics' bases")
+    ap.add_argument("--threads", action="store_true")
     args = ap.parse_args(argv)
     o = Oracle(args.core, args.dac)
     g = o.globals()
@@ -895,6 +915,8 @@ def main(argv) -> int:
         result["collectible"] = collectible(o, [mt for mt in mts if mt != g.FreeMethodTable])
     if args.statics:
         result["statics"] = statics(o, [int(m, 0) for m in args.statics.split(",")])
+    if args.threads:
+        result["threads"] = threads(o)
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()

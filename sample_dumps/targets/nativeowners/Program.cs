@@ -238,6 +238,7 @@ static class Program
             System.Threading.Thread.Sleep(System.Threading.Timeout.Infinite);
         });
         apart.IsBackground = true;
+        apart.Name = "native-leaker";
         apart.Start();
         made.WaitOne();
         File.WriteAllText(truth, TruthText());
@@ -246,8 +247,16 @@ static class Program
         Console.WriteLine(ready);
         Scrub();
         Measure();  // once before it counts: the P/Invoke's own first-call setup allocates
-        while (Console.ReadLine() == "measure")
-            Console.WriteLine(Measure());
+        try
+        {
+            throw new InvalidOperationException("nativeowners: in flight");
+        }
+        catch (InvalidOperationException)
+        {
+            // waiting inside the catch: the exception is the main thread's in flight (clrlayout threads)
+            while (Console.ReadLine() == "measure")
+                Console.WriteLine(Measure());
+        }
         GC.KeepAlive(Keep);
     }
 }

@@ -1,0 +1,82 @@
+"""The runtime's managed threads in the model (SOS's ``!threads``): :func:`managed_threads` reads the runtime's
+thread list (:mod:`clrlayout.runtime.threadstore`) and resolves what its handles hold — the managed Thread object
+and its name, the exception the thread last threw, its type and message.  Numbers only; presenters format them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ClrLayoutError, ExitCode
+
+
+class ThreadsNotFound(ClrLayoutError):
+    """The runtime's thread list cannot be read from this dump (no contract descriptor before .NET 9)."""
+
+    code = "threads-not-found"
+    exit_code = ExitCode.NO_RUNTIME
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    os_id: int
+    managed_id: int
+    #: the runtime's native Thread
+    address: int
+    #: Thread._name (None: unnamed, or its Thread object is not in the dump)
+    name: str | None
+    #: "cooperative" (in managed code: the GC waits for it) or "preemptive"
+    gc_mode: str
+    state: int
+    flags: tuple
+    #: "finalizer", "gc" or ""
+    special: str
+    frame: int
+    #: the managed System.Threading.Thread object (0: none)
+    thread_object: int
+    #: the exception the thread last threw: {"address", "type", "message"}, or None
+    exception: dict | None
+
+    def as_dict(self) -> dict:
+        return {"os_id": self.os_id, "managed_id": self.managed_id, "address": self.address, "name": self.name,
+                "gc_mode": self.gc_mode, "state": self.state, "flags": list(self.flags), "special": self.special,
+                "frame": self.frame, "thread_object": self.thread_object, "exception": self.exception}
+
+
+def managed_threads(session) -> list[ThreadInfo]:
+    from ..runtime.threadstore import managed_threads as read
+
+    version = session.runtime.version_tuple
+    contract = session.contract if session.runtime.flavor == "coreclr" and version and version >= (9,) else None
+    found = read(session.dump.memory, contract)
+    if isinstance(found, str):
+        raise ThreadsNotFound(found + (f" (this runtime: {session.runtime.flavor} {session.runtime.version})"
+                                       if contract is None else ""))
+    from .heap import Heap
+
+    heap = Heap(session)
+    space = session.dump.memory
+    out = []
+    for t in found:
+        obj = _object(heap, space.try_read_pointer(t.exposed_handle) if t.exposed_handle else 0)
+        name = _string(heap, obj.fields.get("_name")) if obj is not None else None
+        thrown = _object(heap, space.try_read_pointer(t.last_thrown_handle) if t.last_thrown_handle else 0)
+        exception = None
+        if thrown is not None:
+            exception = {"address": thrown.address, "type": thrown.type.name,
+                         "message": _string(heap, thrown.fields.get("_message"))}
+        out.append(ThreadInfo(t.os_id, t.managed_id, t.address, name,
+                              "cooperative" if t.preemptive_gc_disabled else "preemptive", t.state,
+                              tuple(t.flags()), t.special, t.frame, obj.address if obj is not None else 0, exception))
+    return out
+
+
+def _object(heap, address):
+    if not address:
+        return None
+    obj = heap.object_at(address)
+    return obj if obj is not None and obj.address == address else None
+
+
+def _string(heap, address) -> str | None:
+    obj = _object(heap, address) if isinstance(address, int) else None
+    return obj.as_string() if obj is not None else None

@@ -1,0 +1,73 @@
+"""``clrlayout threads`` against the runtime's own DAC (issue 49, item 1): on .NET 10 every thread of the runtime's
+list — address, managed and OS id, state bits, GC mode, Frame, the handle of the exception it last threw — is what
+ISOSDacInterface::GetThreadData says, in the same order, the finalizer thread named as GetThreadStoreData names it;
+a thread's name and its last exception are read from the managed objects.  Before .NET 9 the runtime publishes no
+contract descriptor: the command says so and exits 4."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run as run_cli
+
+pytestmark = pytest.mark.oracle
+
+DAC = Path(__file__).resolve().parents[1] / "support" / "dac_oracle.py"
+
+
+def _dac_threads(core: Path, dac: Path) -> dict:
+    r = subprocess.run([sys.executable, str(DAC), str(core), str(dac), "--threads"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)["threads"]
+
+
+def test_threads_are_the_dacs(fresh_core, capsys):
+    code, stdout, stderr = run_cli(capsys, "threads", str(fresh_core.path), "--format", "json")
+    if fresh_core.runtime.split(".")[0] not in ("9", "10"):
+        assert code == 4 and "contract descriptor" in stderr and fresh_core.runtime[:3] in stderr
+        return
+    assert code == 0, stderr
+    ours = json.loads(stdout)["threads"]
+    dac = _dac_threads(fresh_core.path, fresh_core.dac)
+    assert len(ours) == len(dac["threads"]) > 1
+    for mine, theirs in zip(ours, dac["threads"]):
+        assert int(mine["address"], 16) == theirs["address"]
+        assert (mine["managed_id"], mine["os_id"], mine["state"]) == \
+            (theirs["managed_id"], theirs["os_id"], theirs["state"] & 0xFFFFFFFF)
+        assert (mine["gc_mode"] == "cooperative") == bool(theirs["preemptive_gc_disabled"])
+        assert int(mine["frame"], 16) == theirs["frame"] & 0xFFFFFFFFFFFFFFFF
+    finalizer = [t for t in ours if t["special"] == "finalizer"]
+    assert [int(t["address"], 16) for t in finalizer] == [dac["finalizer"]]
+    assert sum("Background" in t["flags"] for t in ours) == dac["background"]
+
+
+@pytest.fixture(scope="module")
+def named_core(target_build, tmp_path_factory):
+    from tests.support.native import owners_core
+
+    raw, truth, _ = owners_core(target_build, tmp_path_factory.mktemp("threads"), "10.0.0", True, tries=1)
+    yield raw
+    raw.unlink()
+
+
+def test_names_and_exceptions_come_from_the_managed_objects(named_core, capsys):
+    import runtimes
+
+    code, stdout, stderr = run_cli(capsys, "threads", str(named_core), "--format", "json")
+    assert code == 0, stderr
+    ours = json.loads(stdout)["threads"]
+    assert [t["name"] for t in ours].count("native-leaker") == 1
+    dac = _dac_threads(named_core, runtimes.get("10.0.0").dac)
+    thrown = [(mine, theirs) for mine, theirs in zip(ours, dac["threads"]) if theirs["last_thrown_handle"]]
+    assert len(thrown) == 1 and thrown[0][0]["managed_id"] == 1  # the main thread, waiting in its catch
+    assert thrown[0][0]["exception"]["type"] == "System.InvalidOperationException"
+    assert thrown[0][0]["exception"]["message"] == "nativeowners: in flight"
+    assert all(mine["exception"] is None for mine, theirs in zip(ours, dac["threads"]) if not theirs["last_thrown_handle"])
+    code, stdout, _ = run_cli(capsys, "threads", str(named_core))
+    assert code == 0 and "native-leaker" in stdout and stdout.startswith("ThreadCount: ")
