@@ -116,6 +116,16 @@ class Metadata:
         except Exception:
             return None
 
+    def method_name(self, rid: int) -> str | None:
+        """The name of MethodDef row ``rid`` (None when it is not there)."""
+        row = self._table_row("MethodDef", rid)
+        if row is None:
+            return None
+        try:
+            return str(row.Name)
+        except Exception:  # a damaged string heap
+            return None
+
     def field(self, rid: int) -> tuple[str, bytes] | None:
         """The name and the signature blob of Field row ``rid`` (None when it is not there)."""
         row = self._table_row("Field", rid)

@@ -71,3 +71,24 @@ def test_names_and_exceptions_come_from_the_managed_objects(named_core, capsys):
     assert all(mine["exception"] is None for mine, theirs in zip(ours, dac["threads"]) if not theirs["last_thrown_handle"])
     code, stdout, _ = run_cli(capsys, "threads", str(named_core))
     assert code == 0 and "native-leaker" in stdout and stdout.startswith("ThreadCount: ")
+
+
+def test_pe_is_the_exception_in_flight_with_its_frames_named_as_the_dac_names_them(named_core, capsys):
+    import runtimes
+
+    code, stdout, stderr = run_cli(capsys, "pe", str(named_core), "--format", "json")
+    assert code == 0, stderr
+    (e,) = json.loads(stdout)["exceptions"]  # the main thread's, waiting in its catch
+    assert (e["type"], e["message"], e["hresult"]) == ("System.InvalidOperationException", "nativeowners: in flight",
+                                                       0x80131509)
+    assert e["inner"] is None and e["frames"]
+    mds = ",".join(f["method_desc"] for f in e["frames"])
+    r = subprocess.run([sys.executable, str(DAC), str(named_core), str(runtimes.get("10.0.0").dac),
+                        "--method-names", mds], capture_output=True, text=True, timeout=600)
+    names = json.loads(r.stdout)["method_names"]
+    assert [f["method"] for f in e["frames"]] == [names[f["method_desc"]].split("(")[0] for f in e["frames"]]
+    assert e["frames"][-1]["method"] == "Program.Main"
+    code, stdout, _ = run_cli(capsys, "pe", str(named_core), e["address"])
+    assert code == 0 and "Exception type:   System.InvalidOperationException" in stdout and "Program.Main" in stdout
+    code, _, stderr = run_cli(capsys, "pe", str(named_core), hex(int(e["address"], 16) + 8))
+    assert code == 4 and "not the start of an object" in stderr

@@ -172,7 +172,7 @@ VISITHEAP = ctypes.CFUNCTYPE(None, c_uint64, ctypes.c_size_t, c_int32)
 
 # ISOSDacInterface vtable slots (IUnknown is 0-2; sospriv.idl order, as ClrMD's ISOSDacVTable lists it)
 SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 5, "GetAppDomainData": 6,
-       "GetThreadData": 17, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
+       "GetThreadData": 17, "GetMethodDescName": 22, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
        "GetMethodTableName": 36, "GetMethodTableData": 37, "GetMethodTableFieldData": 39, "GetFieldDescData": 42,
        "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
        "GetHeapSegmentData": 50, "GetDomainLocalModuleDataFromModule": 57, "GetHandleEnum": 61, "GetStackReferences": 79, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
@@ -600,6 +600,17 @@ class Oracle:
         n = max(0, min(needed.value, 4096) - 1)
         return buf.raw[: 2 * n].decode("utf-16-le", "surrogatepass")
 
+    def method_name(self, md: int) -> str | None:
+        """ISOSDacInterface::GetMethodDescName: the method as SOS prints it (Type.Method(args))."""
+        buf = ctypes.create_string_buffer(2 * 4096)
+        needed = c_uint32()
+        hr = self.sos.call("GetMethodDescName", c_uint64(md), c_uint32(4096), buf, byref(needed),
+                           argtypes=[c_uint64, c_uint32, c_void_p, c_void_p])
+        if hr != S_OK:
+            return None
+        n = max(0, min(needed.value, 4096) - 1)
+        return buf.raw[: 2 * n].decode("utf-16-le", "surrogatepass")
+
     def string(self, obj: int, length: int) -> str | None:
         count = length + 1
         buf = ctypes.create_string_buffer(2 * count)
@@ -883,6 +894,7 @@ def main(argv) -> int:
     ap.add_argument("--collectible", action="store_true")
     ap.add_argument("--statics", default=None, help="comma list of MethodTables: their statics' bases")
     ap.add_argument("--threads", action="store_true")
+    ap.add_argument("--method-names", default=None, help="comma list of MethodDescs: their names")
     args = ap.parse_args(argv)
     o = Oracle(args.core, args.dac)
     g = o.globals()
@@ -917,6 +929,8 @@ def main(argv) -> int:
         result["statics"] = statics(o, [int(m, 0) for m in args.statics.split(",")])
     if args.threads:
         result["threads"] = threads(o)
+    if args.method_names:
+        result["method_names"] = {m: o.method_name(int(m, 0)) for m in args.method_names.split(",")}
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()

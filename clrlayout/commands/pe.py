@@ -1,0 +1,66 @@
+"""``clrlayout pe``: an exception object as SOS's ``!pe`` prints it."""
+
+from __future__ import annotations
+
+import click
+
+from .common import ADDRESS, _open, _preamble, _report, assemblies_option, out, quiet_option
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("address", type=ADDRESS, required=False)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@assemblies_option
+@quiet_option
+def pe(file, address, fmt, assemblies, quiet):
+    """An exception object (!pe): type, message, HResult, inner exceptions and the stack trace recorded as it was
+    thrown (frames' methods named on .NET 9 and later).  Without ADDRESS: the exception each thread has in
+    flight (.NET 9+)."""
+    from ..model.exceptions import exception_at
+    from ..model.threads import managed_threads
+    from ..present.jsonout import dumps
+    from ..present.text import hexaddr
+
+    with _open(file, None, None, "auto", assemblies) as session:
+        _preamble(session, quiet)
+        if address is not None:
+            found = [exception_at(session, address)]
+        else:
+            found = [exception_at(session, t.exception["address"]) for t in managed_threads(session) if t.exception]
+        ptr = session.dump.pointer_size
+        if fmt == "json":
+            out(dumps({"exceptions": [_hexed(e) for e in found]}))
+        elif not found:
+            out("No thread has an exception in flight.")
+        for e in found if fmt == "table" else ():
+            level = e
+            while level is not None:
+                for line in _lines(level, hexaddr, ptr):
+                    out(line)
+                level = level["inner"]
+        _report(session, quiet)
+
+
+def _lines(e: dict, hexaddr, ptr: int) -> list[str]:
+    lines = [f"Exception object: {hexaddr(e['address'], ptr)}", f"Exception type:   {e['type']}",
+             f"Message:          {e['message'] if e['message'] is not None else '<none>'}",
+             f"InnerException:   {e['inner']['type'] + ', Use pe ' + hex(e['inner']['address']) if e['inner'] else '<none>'}"]
+    if e["frames"]:
+        lines += ["StackTrace (generated):", f"    {'SP':<18}{'IP':<18}Function"]
+        lines += [f"    {hexaddr(f['sp'], ptr):<18}{hexaddr(f['ip'], ptr):<18}"
+                  f"{f['method'] or 'MethodDesc ' + hex(f['method_desc'])}" for f in e["frames"]]
+    else:
+        lines.append("StackTrace (generated): <none>")
+    hr = e["hresult"]
+    lines.append(f"HResult: {hr & 0xFFFFFFFF:x}" if isinstance(hr, int) else "HResult: ?")
+    return lines + [""]
+
+
+def _hexed(e: dict | None):
+    if e is None:
+        return None
+    return {**e, "address": f"{e['address']:#x}", "inner_address": f"{e['inner_address']:#x}",
+            "hresult": e["hresult"] & 0xFFFFFFFF if isinstance(e["hresult"], int) else None,
+            "frames": [{**f, "ip": f"{f['ip']:#x}", "sp": f"{f['sp']:#x}", "method_desc": f"{f['method_desc']:#x}"}
+                       for f in e["frames"]], "inner": _hexed(e["inner"])}

@@ -1,0 +1,134 @@
+"""An exception object as SOS's ``!pe`` prints it: its type, message, HResult, inner exceptions and the stack trace
+the runtime recorded while it unwound (``Exception._stackTrace``: a header then one element per frame — IP, SP,
+MethodDesc, flags; dotnet/runtime src/coreclr/vm/excep.h ``StackTraceElement``, ``StackTraceArray``).  A frame's
+method is named through the runtime's MethodDesc (its chunk's MethodTable and the method's metadata token, at
+the offsets the contract descriptor gives: .NET 9 and later) and the MethodDef row of its module's metadata."""
+
+from __future__ import annotations
+
+from ..errors import ClrLayoutError, ExitCode
+
+#: inner exceptions followed at the most; frames read at the most from one stack trace
+MAX_INNER = 32
+MAX_FRAMES = 4096
+#: StackTraceElement on 64-bit: ip, sp, pFunc (MethodDesc*), flags (INT, padded)
+ELEMENT = 32
+#: the StackTraceArray's header before its elements: m_size, m_thread
+HEADER = 16
+METHOD_DEF = 0x06000000
+
+
+class NotAnException(ClrLayoutError):
+    code = "not-an-exception"
+    exit_code = ExitCode.NO_RUNTIME
+
+
+def exception_at(session, address: int) -> dict:
+    """{address, type, message, hresult, frames: [{ip, sp, method_desc, method}], inner: {...} or None}."""
+    from .heap import Heap
+
+    heap = Heap(session)
+    seen: set[int] = set()
+    first = _one(session, heap, address, seen)
+    record, at = first, first
+    while at["inner_address"] and len(seen) < MAX_INNER and at["inner_address"] not in seen:
+        at["inner"] = _one(session, heap, at["inner_address"], seen)
+        at = at["inner"]
+    return record
+
+
+def _one(session, heap, address: int, seen: set) -> dict:
+    obj = heap.object_at(address)
+    if obj is None or obj.address != address:
+        raise NotAnException(f"{address:#x} is not the start of an object")
+    if not _is_exception(session, obj.method_table):
+        raise NotAnException(f"{address:#x} is a {obj.type.name or 'type without a name'}, not an exception")
+    seen.add(address)
+    f = obj.fields
+    return {"address": address, "type": obj.type.name, "message": _string(heap, f.get("_message")),
+            "hresult": f.get("_HResult"), "frames": _frames(session, heap, f.get("_stackTrace")),
+            "inner_address": f.get("_innerException") or 0, "inner": None}
+
+
+def _is_exception(session, mt: int) -> bool:
+    layout = session.type_layout(mt)
+    if layout is None:
+        return False
+    return any(session.type_name(p) == "System.Exception" for p in (mt, *layout.parents))
+
+
+def _string(heap, address) -> str | None:
+    if not isinstance(address, int) or not address:
+        return None
+    obj = heap.object_at(address)
+    return obj.as_string() if obj is not None and obj.address == address else None
+
+
+def _frames(session, heap, address) -> list:
+    """The frames of a _stackTrace: a byte[] (the StackTraceArray), or an object[] whose first element is it."""
+    if not isinstance(address, int) or not address:
+        return []
+    obj = heap.object_at(address)
+    if obj is None or obj.address != address:
+        return []
+    space = session.dump.memory
+    ptr = space.pointer_size
+    if obj.type.name == "System.Object[]" and obj.count:
+        first = space.try_read_pointer(address + 2 * ptr)
+        obj = heap.object_at(first) if first else None
+        if obj is None or obj.address != first:
+            return []
+    if obj.type.name not in ("System.Byte[]", "System.SByte[]") or ptr != 8:
+        return []
+    data = space.try_read(obj.address + 2 * ptr, obj.count) or b""
+    if len(data) < HEADER:
+        return []
+    size = int.from_bytes(data[:8], "little")
+    count = min(size, (len(data) - HEADER) // ELEMENT, MAX_FRAMES)
+    namer = _MethodNamer(session)
+    out = []
+    for i in range(count):
+        at = HEADER + i * ELEMENT
+        ip, sp, md = (int.from_bytes(data[at + k : at + k + 8], "little") for k in (0, 8, 16))
+        out.append({"ip": ip, "sp": sp, "method_desc": md, "method": namer.name(md)})
+    return out
+
+
+class _MethodNamer:
+    """``Type.Method`` of a MethodDesc, where the runtime's contract descriptor gives the MethodDesc's layout."""
+
+    def __init__(self, session):
+        self.session = session
+        version = session.runtime.version_tuple
+        contract = session.contract if session.runtime.flavor == "coreclr" and version and version >= (9,) else None
+        self.contract = contract if contract is not None and not isinstance(contract, str) else None
+
+    def name(self, md: int) -> str | None:
+        c = self.contract
+        if c is None or not md:
+            return None
+        space = self.session.dump.memory
+        try:
+            desc, chunk_t = c.types["MethodDesc"], c.types["MethodDescChunk"]
+            bits, align = int(c.globals["MethodDescTokenRemainderBitCount"]), int(c.globals["MethodDescAlignment"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        head = space.try_read(md, desc["!"])
+        if head is None:
+            return None
+        index = head[desc["ChunkIndex"]]
+        remainder = int.from_bytes(head[desc["Flags3AndTokenRemainder"] : desc["Flags3AndTokenRemainder"] + 2],
+                                   "little") & ((1 << bits) - 1)
+        chunk = md - index * align - chunk_t["!"]
+        data = space.try_read(chunk, chunk_t["!"])
+        if data is None:
+            return None
+        mt = int.from_bytes(data[chunk_t["MethodTable"] : chunk_t["MethodTable"] + 8], "little")
+        rng = int.from_bytes(data[chunk_t["FlagsAndTokenRange"] : chunk_t["FlagsAndTokenRange"] + 2], "little")
+        rid = ((rng & ((1 << (24 - bits)) - 1)) << bits) | remainder  # a RID is 24 bits: range, then remainder
+        type_name = self.session.type_name(mt)
+        image = self.session.names.image_of(mt)
+        method = image.metadata.method_name(rid) if image is not None and image.metadata is not None else None
+        if type_name is None or method is None:
+            return None
+        return f"{type_name}.{method}"
