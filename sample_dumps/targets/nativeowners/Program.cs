@@ -87,7 +87,6 @@ static class Program
     }
 
     static readonly List<object> Keep = new List<object>();
-    static readonly List<string> Ledger = new List<string>();
 
     static unsafe long AddressOf(object o)
     {
