@@ -21,7 +21,10 @@ def info(file, fmt, mt, profile, heap, assemblies, quiet):
     from ..present import info as present
 
     with _open(file, mt, profile, heap, assemblies) as session:
-        data = session.info  # JSON: the model's data as it is (options by their API names); the table: as flags
+        from ..model.threads import crash_of
+
+        data = dict(session.info, crash=crash_of(session))  # JSON: the model's data as it is (options by their API
+        # names); the table: as flags
         _preamble(session, quiet)
         if fmt == "json":
             from ..present.jsonout import dumps

@@ -99,8 +99,8 @@ def _read(path: str, source, limits: Limits) -> Dump:
     described = []  # every mapping, saved or not
     modules: list[Module] = []
     mappings: list[tuple[int, int]] = []
-    threads: list[tuple[int, int | None]] = []  # (thread id, stack pointer)
-    pid, process_name, redaction = None, None, None
+    threads: list[tuple[int, int | None, tuple]] = []  # (thread id, stack pointer, registers)
+    pid, process_name, redaction, crash = None, None, None, None
     expected = phoff + phnum * phentsize
     for seg in segments:
         h = dict(seg.header)
@@ -135,6 +135,9 @@ def _read(path: str, source, limits: Limits) -> Dump:
                 kind = note["n_type"]
                 if kind == "NT_PRSTATUS":
                     threads.append(_prstatus(note["n_desc"], arch, elf.little_endian))
+                    signal = _cursig(note["n_desc"])
+                    if signal and crash is None:
+                        crash = {"thread": threads[-1][0], "signal": signal}
                 elif kind == "NT_PRPSINFO":
                     d = note["n_desc"]
                     pid = d.get("pr_pid")
@@ -152,7 +155,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
     if space.overlaps:
         r.warn(f"{space.overlaps} PT_LOAD segments overlap others; the first copy is used")
     return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
-                modules=modules, threads=[_thread(space, *t) for t in threads], pid=pid,
+                modules=modules, threads=[_thread(space, *t) for t in threads], pid=pid, crash=crash,
                 process_name=process_name, warnings=r.warnings, container=container, file_size=source.size,
                 expected_size=expected, file_mappings=mappings, redaction=redaction)
 
@@ -172,6 +175,11 @@ def _extended_count(elf, source, path: str) -> int:
     if len(data) < size:
         raise TruncatedDump("the section header that holds the program header count is not in the file", path, shoff)
     return elf.structs.Elf_Shdr.parse(data)["sh_info"]
+
+
+def _cursig(desc) -> int:
+    """pr_cursig of an NT_PRSTATUS note's description: the signal the thread got (the crash's), else 0."""
+    return int.from_bytes(desc[12:14], "little") if isinstance(desc, bytes) and len(desc) >= 14 else 0
 
 
 def _prstatus(desc, arch: str, little: bool) -> tuple[int, int | None, tuple[int, ...]]:

@@ -110,6 +110,7 @@ MEMORY_INFO_SIZE = MINIDUMP_MEMORY_INFO.sizeof()  # 48
 THREAD_LIST = 3
 MODULE_LIST = 4
 MEMORY_LIST = 5
+EXCEPTION = 6
 SYSTEM_INFO = 7
 MEMORY64_LIST = 9
 COMMENT_A = 10
@@ -233,6 +234,7 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     memory_info = _memory_info_list(r, streams.get(MEMORY_INFO_LIST))
     pid = _misc_info(r, streams.get(MISC_INFO))
     redaction = _comment_mark(r, streams.get(COMMENT_A))
+    crash = _exception(r, streams.get(EXCEPTION))
 
     # streams of other types (Wine's private 0xFFF0, a tool's own) are not read: not a problem of the dump's,
     # so no warning; `info` lists them
@@ -250,7 +252,7 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     return Dump(path=path, format="minidump", arch=arch, pointer_size=pointer_size, os=os_name,
                 memory=space, modules=modules, threads=threads, pid=pid, os_version=os_version,
                 memory_info=memory_info, file_size=source.size, expected_size=expected,
-                warnings=r.warnings, container=container, redaction=redaction)
+                warnings=r.warnings, container=container, redaction=redaction, crash=crash)
 
 
 def _directory(r: _Reader, header, container: MinidumpContainer) -> dict:
@@ -351,6 +353,21 @@ def _comment_mark(r: _Reader, entry) -> dict | None:
     if entry is None or not 0 < entry.Location.DataSize <= MAX_MARK:
         return None
     return from_comment(r.source.pread(entry.Location.Rva, entry.Location.DataSize))
+
+
+#: MINIDUMP_EXCEPTION_STREAM's start: ThreadId, alignment, then MINIDUMP_EXCEPTION's ExceptionCode,
+#: ExceptionFlags, ExceptionRecord (a pointer) and ExceptionAddress
+MINIDUMP_EXCEPTION_HEAD = Struct("ThreadId" / Int32ul, "Alignment" / Int32ul, "ExceptionCode" / Int32ul,
+                                 "ExceptionFlags" / Int32ul, "ExceptionRecord" / Int64ul,
+                                 "ExceptionAddress" / Int64ul)
+
+
+def _exception(r: _Reader, entry) -> dict | None:
+    """The exception stream: the thread the dump was written for, the exception's code and address."""
+    if entry is None or not r.stream(entry, "ExceptionStream", MINIDUMP_EXCEPTION_HEAD.sizeof()):
+        return None
+    e = r.parse(MINIDUMP_EXCEPTION_HEAD, entry.Location.Rva, "ExceptionStream")
+    return {"thread": e.ThreadId, "code": e.ExceptionCode, "address": e.ExceptionAddress}
 
 
 def _misc_info(r: _Reader, entry) -> int | None:

@@ -120,6 +120,9 @@ class Dump:
     file_mappings: list[FileMapping] = field(default_factory=list)
     #: the mark of a dump ``trim --redact`` wrote (:mod:`clrlayout.dump.redaction`): what it lacks; None: not one
     redaction: dict | None = None
+    #: what the dump was written for, where it says: {"thread": OS id, and "signal" (a core's pr_cursig) or
+    #: "code" and "address" (a minidump's exception stream)}; None: a dump taken of a running process
+    crash: dict | None = None
 
     def file_backed_ranges(self) -> list[tuple[int, int]]:
         """The address ranges a file backs (module images, mapped files), sorted: memory no GC object lives in."""

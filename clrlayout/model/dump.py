@@ -23,6 +23,7 @@ class DumpInfo:
     arch: str  #: "x86" | "x64" | "arm64" | ...
     pointer_size: int
     process: dict  #: pid, name, threads
+    crash: dict | None  #: the thread the dump was written for, its signal or exception code, its managed exception
     redaction: dict | None  #: the mark of a dump trim --redact wrote: what it lacks (None: not one)
     runtime: dict  #: flavor, version, where the version came from, the runtime module
     profile: dict  #: the layout profile and its overrides
@@ -147,7 +148,9 @@ class Dump:
 
     @property
     def info(self) -> DumpInfo:
-        return DumpInfo.of(self._session.info)
+        from .threads import crash_of
+
+        return DumpInfo.of(dict(self._session.info, crash=crash_of(self._session)))
 
     @property
     def native_heap(self):

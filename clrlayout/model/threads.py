@@ -80,3 +80,28 @@ def _object(heap, address):
 def _string(heap, address) -> str | None:
     obj = _object(heap, address) if isinstance(address, int) else None
     return obj.as_string() if obj is not None else None
+
+
+#: signal numbers a crash dump names (Linux)
+SIGNALS = {4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV", 3: "SIGQUIT",
+           9: "SIGKILL", 15: "SIGTERM"}
+
+
+def crash_of(session) -> dict | None:
+    """What the dump was written for (the reader's ``crash``), with the signal named and, where the runtime's
+    threads can be read (.NET 9+), the exception the crashing thread has in flight."""
+    crash = session.dump.crash
+    if not crash:
+        return None
+    out = dict(crash)
+    if "signal" in out:
+        out["signal_name"] = SIGNALS.get(out["signal"])
+    try:
+        threads = managed_threads(session)
+    except ClrLayoutError:
+        return out
+    for t in threads:
+        if t.os_id == crash["thread"]:
+            out["managed_id"] = t.managed_id
+            out["exception"] = t.exception
+    return out

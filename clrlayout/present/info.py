@@ -65,6 +65,17 @@ def info_lines(data: dict) -> list[str]:
                                            f"{proc['threads']} threads") if x)),
         ("Runtime", f"{rt['flavor']} {rt['version'] or '(version unknown)'} (from {rt['version_source']})"),
     ]
+    crash = data.get("crash")
+    if crash:
+        why = f"signal {crash['signal']}" + (f" ({crash['signal_name']})" if crash.get("signal_name") else "") \
+            if "signal" in crash else f"exception {crash['code']:#010x} at {crash['address']:#x}"
+        text = f"thread {crash['thread']} ({crash['thread']:#x})" + \
+            (f", managed thread {crash['managed_id']}" if crash.get("managed_id") is not None else "") + f": {why}"
+        exception = crash.get("exception")
+        if exception:
+            text += f"; in flight: {exception['type']} at {exception['address']:#x}" + \
+                (f": {exception['message']}" if exception.get("message") else "")
+        rows.append(("Crash", text))
     if data.get("redaction"):
         from ..dump.redaction import describe
         from ..errors import as_flags

@@ -28,6 +28,9 @@ class Describe:
             "arch": d.arch,
             "pointer_size": d.pointer_size,
             "process": {"pid": d.pid, "name": d.process_name, "threads": len(d.threads)},
+            #: the thread the dump was written for and its signal or exception code (None: a dump of a running
+            #: process); the model adds the managed exception that thread has in flight (.NET 9+)
+            "crash": dict(d.crash) if d.crash else None,
             #: the mark of a dump trim --redact wrote: what it lacks (None: not one)
             "redaction": d.redaction,
             "runtime": {

@@ -92,3 +92,37 @@ def test_pe_is_the_exception_in_flight_with_its_frames_named_as_the_dac_names_th
     assert code == 0 and "Exception type:   System.InvalidOperationException" in stdout and "Program.Main" in stdout
     code, _, stderr = run_cli(capsys, "pe", str(named_core), hex(int(e["address"], 16) + 8))
     assert code == 4 and "not the start of an object" in stderr
+
+
+@pytest.mark.parametrize("version", ["8.0.4", "10.0.0"])
+def test_info_names_the_crash_and_its_exception(version, target_build, tmp_path, capsys):
+    """A dump the runtime wrote as the process died of an unhandled exception (DOTNET_DbgEnableMiniDump): `info`
+    names the thread and signal the core says (NT_PRSTATUS's pr_cursig) and, on .NET 9+, the exception in flight
+    on it, as the DAC's thread data holds it; a dump of a running process names no crash."""
+    from tests.support.markers import make_marked_dump
+
+    made = make_marked_dump(target_build, tmp_path, version, "crash")
+    code, stdout, stderr = run_cli(capsys, "info", str(made.path), "--format", "json")
+    assert code == 0, stderr
+    crash = json.loads(stdout)["crash"]
+    assert crash["signal"] == 6 and crash["signal_name"] == "SIGABRT"
+    code, stdout, _ = run_cli(capsys, "threads", str(made.path), "--format", "json")
+    if version.startswith("8."):
+        assert code == 4 and "exception" not in crash
+        return
+    (main,) = [t for t in json.loads(stdout)["threads"] if t["os_id"] == crash["thread"]]
+    assert crash["managed_id"] == main["managed_id"] == 1
+    assert crash["exception"]["type"] == "System.InvalidOperationException"
+    assert crash["exception"]["message"].startswith("crash requested ")
+    import runtimes
+
+    dac = {t["os_id"]: t for t in _dac_threads(made.path, runtimes.get(version).dac)["threads"]}
+    assert dac[crash["thread"]]["last_thrown_handle"]
+    code, stdout, _ = run_cli(capsys, "pe", str(made.path))
+    assert code == 0 and "System.InvalidOperationException" in stdout and "crash requested" in stdout
+    made.path.unlink()
+
+
+def test_a_running_process_dump_names_no_crash(named_core, capsys):
+    code, stdout, _ = run_cli(capsys, "info", str(named_core), "--format", "json")
+    assert code == 0 and json.loads(stdout)["crash"] is None
