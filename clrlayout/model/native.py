@@ -198,8 +198,11 @@ class NativeHeapView:
 
 def native_heap(dump, session=None) -> NativeHeapView:
     """The native heap of an open :class:`clrlayout.dump.Dump` (the reader's); ``session``: the .NET engine over
-    the same dump, for owners and for the managed side of the leaks."""
-    return NativeHeapView(dump, read_native_heap(dump), session)
+    the same dump, for owners and for the managed side of the leaks (and its GC heap, where no mmapped chunk is
+    looked for)."""
+    segments = [(seg.start, max(seg.end, seg.committed or 0)) for seg in session.heap.segments] \
+        if session is not None and session.heap.exact else []
+    return NativeHeapView(dump, read_native_heap(dump, segments), session)
 
 
 def open_native(path: str, limits=None, assemblies=()) -> NativeHeapView:
@@ -213,23 +216,22 @@ def open_native(path: str, limits=None, assemblies=()) -> NativeHeapView:
 
     limits = limits or DEFAULT_LIMITS
     dump = open_dump(path, limits)
-    view = native_heap(dump)
     try:
         detect_runtime(dump)
     except ClrLayoutError:  # no .NET runtime: the native heap alone
-        return view
+        return native_heap(dump)
+    why = None
     try:  # the engine over a dump of its own: one that fails closes what it opened
         session = open_session(path, limits=limits, assemblies=list(assemblies))
     except ClrLayoutError as e:
-        view.heap.warnings.append(f"the managed heap cannot be read ({e}): no owners, and the whole GC heap is "
-                                  f"a root of the leak search")
-        return view
-    if session.heap.exact:
-        view._session = session
-    else:
+        session, why = None, f"the managed heap cannot be read ({e})"
+    if session is not None and not session.heap.exact:
         session.close()
-        view.heap.warnings.append("the GC heap cannot be walked exactly: no owners, and the whole GC heap is a root "
-                                  "of the leak search")
+        session, why = None, "the GC heap cannot be walked exactly"
+    segments = [(seg.start, max(seg.end, seg.committed or 0)) for seg in session.heap.segments] if session else []
+    view = NativeHeapView(dump, read_native_heap(dump, segments), session)
+    if why:
+        view.heap.warnings.append(f"{why}: no owners, and the whole GC heap is a root of the leak search")
     return view
 
 

@@ -72,6 +72,6 @@ def _native_view(session):
     if session.dump.format != "elf-core":
         return None
     try:
-        return native_heap(session.dump)
+        return native_heap(session.dump, session)
     except ClrLayoutError:
         return None

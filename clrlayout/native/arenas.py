@@ -76,7 +76,9 @@ class NativeHeap:
         return f"{v[0]}.{v[1]}" if v else f"unknown (the {self.layout.versions} layout fits)"
 
 
-def read_native_heap(dump) -> NativeHeap:
+def read_native_heap(dump, exclude=()) -> NativeHeap:
+    """glibc's malloc state of a Linux core.  ``exclude``: ``(start, end)`` ranges known to be no malloc memory
+    (the GC heap's segments), where no mmapped chunk is looked for; file mappings never hold one."""
     if dump.format != "elf-core":
         raise NativeHeapNotFound("the Windows heap is not read yet: the native heap is read from Linux cores "
                                  "(glibc's malloc)")
@@ -95,7 +97,7 @@ def read_native_heap(dump) -> NativeHeap:
                                  f"malloc is not read")
     best = None
     for layout in candidates:
-        heap = _read(dump, libc, layout, "version" if chosen else "shape")
+        heap = _read(dump, libc, layout, "version" if chosen else "shape", exclude)
         if heap.main_arena is not None and not heap.findings.anomalies:
             best = heap
             break
@@ -111,7 +113,7 @@ def read_native_heap(dump) -> NativeHeap:
     return best
 
 
-def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str) -> NativeHeap:
+def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str, exclude=()) -> NativeHeap:
     memory, findings = dump.memory, Findings()
     table = ch.ChunkTable()
     main = find_main_arena(dump, libc, layout)
@@ -139,11 +141,19 @@ def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str) -> NativeHea
     if main is None:
         _main_heap_from_tls(dump, layout, arenas, table, findings)
     heaps = sorted((s, e) for a in arenas for s, e in a.heaps)
+    # no mmapped chunk lies in a file's mapping or in memory known to be something else (the GC heap)
+    skip = sorted(heaps + [(s, e) for s, e in dump.file_backed_ranges()] + list(exclude))
     runs = [(r.start, r.end) for r in memory.iter_regions()]
-    ch.mmapped_chunks(memory, runs, heaps, 4096, table, limit=1 << 24)
+    ch.mmapped_chunks(memory, runs, skip, 4096, table, limit=1 << 24)
     found = sum(1 for st in table.state if st == ch.MMAPPED)
     if found < par.get("n_mmaps", 0) or not par:  # glibc's count not met, or not known (no mp_): every page
-        ch.mmapped_by_pages(memory, runs, heaps, 4096, table, limit=1 << 24)
+        ch.mmapped_by_pages(memory, runs, skip, 4096, table, limit=1 << 24)
+    if not par:  # one line for what the dump lacks: the mmapped chunks' count is part of it
+        note = "the mmapped chunks are found by their headers alone, with no count of glibc's to check them against"
+        if missing:
+            missing[0] += f"; {note}"
+        else:
+            missing.append(f"mp_ is not in this dump: {note}")
     order = np.argsort(np.frombuffer(table.address, dtype=np.uint64), kind="stable")
     cols = {}
     table.raw = None  # the size words served the walk (PREV_INUSE); the lists read their own
