@@ -310,3 +310,49 @@ def test_diff_compares_native_size_classes_and_owners(owners_core, capsys):
     assert all(r["delta_bytes"] == 0 for r in rows) and any(r["kind"] == "size class" for r in rows)
     code, _, stderr = run_cli(capsys, "diff", str(raw), str(raw), "--native", "--format", "csv")
     assert code == 2
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(st.data())
+def test_random_damage_to_the_malloc_state(view, core, capsys, data):
+    """Words of glibc's own state overwritten at random — chunk headers, free-list pointers, tcache counts and
+    entries, the arenas' fields — in the core itself (restored after): `native` and `native --leaks` end with an
+    answer or an error line, never a traceback or a hang (the hang guard of the robustness tests)."""
+    from tests.support.guards import hang_guard
+
+    h = view.heap
+    targets = [int(a) + 8 for a in h.address[::7]] + [int(a) + 16 for a in h.address[::11]]
+    targets += [a.address + off for a in h.arenas for off in range(0, 2200, 8)][::5]
+    targets += [t.address + off for t in h.tcaches for off in (0, 8, 64, 128, 136, 200)]
+    dump = open_dump(str(core.path))
+    patches = []
+    for _ in range(data.draw(st.integers(1, 4))):
+        address = data.draw(st.sampled_from(targets))
+        region = dump.memory.region_at(address)
+        if region is not None:
+            value = data.draw(st.sampled_from([0, 1, 0x11, 0xFFFFFFFFFFFFFFFF, address, address - 16, 1 << 47,
+                                               data.draw(st.integers(0, (1 << 64) - 1))]))
+            patches.append((region.offset + address - region.start, value.to_bytes(8, "little")))
+    dump.close()
+    with open(core.path, "r+b") as f:
+        saved = []
+        for at, value in patches:
+            f.seek(at)
+            saved.append((at, f.read(8)))
+            f.seek(at)
+            f.write(value)
+    try:
+        for args in (["native", str(core.path), "--format", "json"], ["native", str(core.path), "--leaks", "-q"]):
+            with hang_guard():
+                code, _, stderr = run_cli(capsys, *args)
+            assert code in (0, 3, 4), (args, code, stderr)
+            assert "Traceback" not in stderr and all(line.startswith("clrlayout: ") for line in stderr.splitlines())
+    finally:
+        with open(core.path, "r+b") as f:
+            for at, value in reversed(saved):
+                f.seek(at)
+                f.write(value)

@@ -84,7 +84,7 @@ def run_command(args: list, path: Path, capsys) -> Work:
 
 def run_all(path: Path, capsys) -> None:
     for args in (["info", str(path), "--format", "json", "-q"], ["dump", str(path), "--format", "jsonl", "-q"],
-                 ["memory", str(path), "--format", "json", "-q"]):
+                 ["memory", str(path), "--format", "json", "-q"], ["native", str(path), "--format", "json", "-q"]):
         run_command(args, path, capsys)
 
 
