@@ -21,6 +21,8 @@ from tests.support.native import build  # noqa: E402
 
 CHILD = """
 import resource, sys, time
+from clrlayout.util.allocator import reuse_freed_memory
+reuse_freed_memory()  # as the command does first
 from clrlayout.dump import open_dump
 from clrlayout.model.native import native_heap
 t = time.perf_counter()
@@ -49,8 +51,8 @@ def main() -> None:
     subprocess.run(["gcore", "-o", str(work / "bench"), str(pid)], check=True, capture_output=True)
     proc.kill()
     core = work / f"bench.{pid}"
-    baseline = subprocess.run([sys.executable, "-c", "import resource, numpy, clrlayout.model.native; "
-                               "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"],
+    baseline = subprocess.run([sys.executable, "-c", "import resource, numpy, clrlayout.model.native, "
+                               "clrlayout.dump; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"],
                               capture_output=True, text=True, check=True)
     base = int(baseline.stdout)
     for mode in ("summary", "leaks"):

@@ -20,12 +20,13 @@ class ChunkIndex:
 
     def __init__(self, heap: NativeHeap):
         used = np.flatnonzero((heap.state == ch.IN_USE) | (heap.state == ch.MMAPPED))
-        self.rows = used  # index into the heap's arrays
-        address, size = heap.address[used], heap.size[used]
-        self.start = address + np.uint64(16)
+        self.rows = used.astype(np.int32 if len(heap.state) < 2**31 else np.int64)  # index into the heap's arrays
         # the chunk's own bytes: the 8 of the next chunk's prev_size that malloc_usable_size counts too are left
         # out, as a pointer there is the allocator's pointer to the next chunk (a bin's, the arena's top)
-        self.end = address + size
+        self.end = heap.address[used]
+        self.end += heap.size[used]
+        self.start = heap.address[used]
+        self.start += np.uint64(16)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -118,16 +119,22 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
     if extra_roots is not None:
         mark_roots(np.asarray(extra_roots, dtype=np.uint64))
     src, dst = _edges(dump, heap, index)
-    order = np.argsort(src, kind="stable")
-    src, dst = src[order], dst[order]
-    starts = np.searchsorted(src, np.arange(n + 1))
+    if len(src) > 1 and (src[1:] < src[:-1]).any():  # the heaps are read in address order: sorted already
+        order = np.argsort(src, kind="stable")
+        src, dst = src[order], dst[order]
+        del order
+    starts = np.zeros(n + 1, dtype=np.int64)  # CSR row bounds: how many edges leave each chunk, summed
+    np.cumsum(np.bincount(src, minlength=n), out=starts[1:])
+    del src
     frontier = np.flatnonzero(level == 1)
     while len(frontier):
-        lo_i, hi_i = starts[frontier], starts[frontier + 1]
-        if not (hi_i > lo_i).any():
+        first, counts = starts[frontier], starts[frontier + 1] - starts[frontier]
+        total = int(counts.sum())
+        if not total:
             break
-        targets = np.concatenate([dst[a:b] for a, b in zip(lo_i, hi_i) if b > a])
-        targets = np.unique(targets)
+        # every edge of the frontier at once: each row's first edge, then the offsets within the row
+        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        targets = np.unique(dst[np.repeat(first, counts) + offsets])
         new = targets[level[targets] == 0]
         level[new] = 2
         frontier = new
