@@ -24,6 +24,8 @@ def threads(file, fmt, assemblies, quiet):
         _preamble(session, quiet)
         found = managed_threads(session)
         ptr = session.dump.pointer_size
+        managed = {t.os_id for t in found}
+        native = [t.id for t in session.dump.threads if t.id not in managed]  # threads the runtime does not list
         if fmt == "json":
             rows = []
             for t in found:
@@ -33,7 +35,7 @@ def threads(file, fmt, assemblies, quiet):
                 if row["exception"]:
                     row["exception"]["address"] = f"{row['exception']['address']:#x}"
                 rows.append(row)
-            out(dumps({"threads": rows}))
+            out(dumps({"threads": rows, "native_threads": native}))
         else:
             out(f"ThreadCount: {len(found)}   Background: {sum('Background' in t.flags for t in found)}   "
                 f"Dead: {sum('Dead' in t.flags for t in found)}")
@@ -45,6 +47,9 @@ def threads(file, fmt, assemblies, quiet):
             for line in table(["ID", "OSID", "ThreadOBJ", "State", "GC Mode", "Kind", "Name", "Exception"], rows,
                               "rrllllll"):
                 out(line)
+            if native:
+                out(f"Threads the runtime does not list (native only): {len(native)} "
+                    f"({', '.join(f'{t:#x}' for t in native[:12])}{', ...' if len(native) > 12 else ''})")
         _report(session, quiet)
 
 

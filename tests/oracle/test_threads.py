@@ -42,6 +42,12 @@ def test_threads_are_the_dacs(fresh_core, capsys):
             (theirs["managed_id"], theirs["os_id"], theirs["state"] & 0xFFFFFFFF)
         assert (mine["gc_mode"] == "cooperative") == bool(theirs["preemptive_gc_disabled"])
         assert int(mine["frame"], 16) == theirs["frame"] & 0xFFFFFFFFFFFFFFFF
+    from clrlayout.dump import open_dump
+
+    with open_dump(str(fresh_core.path)) as dump:  # every thread of the core: the runtime's, or native only
+        every = [t.id for t in dump.threads]
+    native = json.loads(stdout)["native_threads"]
+    assert sorted(native + [t["os_id"] for t in ours if t["os_id"]]) == sorted(every)
     finalizer = [t for t in ours if t["special"] == "finalizer"]
     assert [int(t["address"], 16) for t in finalizer] == [dac["finalizer"]]
     assert sum("Background" in t["flags"] for t in ours) == dac["background"]
