@@ -12,11 +12,12 @@ from .memory import memory
 from .native import native
 from .object import object_
 from .pe import pe
+from .report import report
 from .stats import stats
 from .threads import threads
 from .trim import trim
 from .type import type_
 
 #: in the order ``clrlayout --help`` lists them (alphabetical, as click sorts them)
-COMMANDS = [info, dump, memory, native, object_, type_, stats, refs, roots, retained, threads, pe, diff, fleet, trim, layout,
+COMMANDS = [info, dump, memory, native, object_, type_, stats, refs, roots, retained, threads, pe, report, diff, fleet, trim, layout,
             live]

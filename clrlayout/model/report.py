@@ -1,0 +1,176 @@
+"""What ``clrlayout report`` says of a dump (Eclipse MAT's Leak Suspects on clrlayout's dominator tree): the live
+heap's biggest retainers as suspects — single objects the virtual root dominates directly that retain at least a
+share of the live heap, and types whose such objects together do — each with its accumulation point (the biggest
+dominated child followed while it keeps most of its parent), a shortest chain from a root (statics named), the
+types retained under it and the native bytes it owns; with earlier dumps, the types that grew at every step;
+inspections (the finalization queue, the GC heap's free space, the native heap); and the dominator tree's top
+levels for the treemap.  Numbers only; the presenters format them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.roots import ROOT_KINDS
+
+#: a child is followed down while it retains at least this share of its parent (MAT's accumulation point)
+ACCUMULATION = 0.7
+#: the treemap: children kept per node and levels
+TREE_CHILDREN, TREE_DEPTH = 12, 3
+
+
+def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_types: int = 10) -> dict:
+    from .heap import Heap
+
+    og = session.object_graph(kinds)
+    g, live = og.graph, og.live
+    idom, retained, count = og.dominators()
+    n = g.count
+    live_bytes = int(np.sum(g.aligned, where=live, dtype=np.int64))
+    order = np.argsort(idom, kind="stable")
+    sorted_idom = idom[order]
+
+    def children(v) -> np.ndarray:
+        """The nodes ``v`` (a node, or an array of them) immediately dominates."""
+        many = np.atleast_1d(np.asarray(v, dtype=idom.dtype))
+        lo, hi = np.searchsorted(sorted_idom, many, "left"), np.searchsorted(sorted_idom, many, "right")
+        counts = hi - lo
+        total = int(counts.sum())
+        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        return order[np.repeat(lo, counts) + offsets]
+
+    heap = Heap(session)
+    tops = children(n)
+    tops = tops[np.argsort(-retained[tops], kind="stable")]
+    limit = threshold * live_bytes
+    names = {}
+
+    def type_name(node: int) -> str:
+        mt = g.method_table(node)
+        if mt not in names:
+            names[mt] = session.type_name(mt) or f"<unknown type, MT {mt:#x}>"
+        return names[mt]
+
+    suspects = []
+    for v in tops[retained[tops] >= limit].tolist():
+        suspects.append(_suspect(session, heap, g, og, retained, count, children, type_name, kinds, v, top_types,
+                                 live_bytes))
+    by_type: dict[str, list] = {}
+    for v in tops.tolist():
+        by_type.setdefault(type_name(v), []).append(v)
+    type_suspects = []
+    for name, nodes in by_type.items():
+        total = int(retained[nodes].sum())
+        if len(nodes) > 1 and total >= limit:
+            biggest = max(nodes, key=lambda v: int(retained[v]))
+            type_suspects.append({"type": name, "objects": len(nodes), "retained_size": total,
+                                  "share": total / live_bytes if live_bytes else 0.0,
+                                  "biggest": int(g.addresses[biggest])})
+    type_suspects.sort(key=lambda r: -r["retained_size"])
+    native = _native(session, og, idom, [s["_node"] for s in suspects])
+    for s in suspects:
+        node = s.pop("_node")
+        s["native_bytes"] = native.get(node) if native is not None else None
+    return {"live_objects": int(live.sum()), "live_bytes": live_bytes, "threshold": threshold,
+            "roots": sorted({r.kind for r in og.roots.roots}), "suspects": suspects, "type_suspects": type_suspects,
+            "tree": _tree(g, retained, children, type_name, tops[:TREE_CHILDREN * 4], 0),
+            "growth": _growth(session, earlier, kinds), "inspections": _inspections(session, og)}
+
+
+def _suspect(session, heap, g, og, retained, count, children, type_name, kinds, v, top_types, live_bytes) -> dict:
+    point, steps = v, 0
+    while steps < 100_000:
+        kids = children(point)
+        if not len(kids):
+            break
+        best = int(kids[np.argmax(retained[kids])])
+        if retained[best] < ACCUMULATION * retained[point]:
+            break
+        point, steps = best, steps + 1
+    # the types of everything the accumulation point dominates
+    frontier, members = np.array([point]), [np.array([point])]
+    while len(frontier):
+        frontier = children(frontier)
+        members.append(frontier)
+    nodes = np.concatenate(members)
+    kinds_of = g.kinds[nodes]
+    sizes = np.bincount(kinds_of, weights=g.aligned[nodes].astype(np.float64), minlength=len(g.types))
+    counts = np.bincount(kinds_of, minlength=len(g.types))
+    top = np.argsort(-sizes)[:top_types]
+    types = [{"type": session.type_name(int(g.types[k])) or f"<unknown type, MT {int(g.types[k]):#x}>",
+              "count": int(counts[k]), "bytes": int(sizes[k])} for k in top if counts[k]]
+    # the shortest chain from a root that is no stack word, where one reaches it: a stack is scanned
+    # conservatively, and a static that holds the object says more than a stale word of a frame
+    paths = heap.root_paths(int(g.addresses[point]), roots=kinds, limit=50)
+    paths = sorted(paths, key=lambda p: p.root.kind.startswith("stack"))
+    chain = []
+    if paths:
+        p = paths[0]
+        chain = [{"address": o.address, "type": o.type.name, "field": f} for o, f in p.chain]
+        root = {"kind": p.root.kind, "address": p.root.address, "thread": p.root.thread}
+    else:
+        root = None
+    return {"address": int(g.addresses[v]), "type": type_name(v), "retained_size": int(retained[v]),
+            "retained_count": int(count[v]), "share": int(retained[v]) / live_bytes if live_bytes else 0.0,
+            "accumulation_point": {"address": int(g.addresses[point]), "type": type_name(point),
+                                   "retained_size": int(retained[point]), "depth": steps},
+            "root": root, "chain": chain, "types": types, "_node": v}
+
+
+def _native(session, og, idom, nodes) -> dict | None:
+    """Native bytes each node retains, where the dump's glibc heap can be read (else None)."""
+    from ..errors import ClrLayoutError
+    from .native import native_heap
+
+    if session.dump.format != "elf-core" or not nodes:
+        return None
+    try:
+        view = native_heap(session.dump, session)
+    except ClrLayoutError:
+        return None
+    return view.retained_native(view.owners_in(og.graph, og.live), idom, nodes)
+
+
+def _tree(g, retained, children, type_name, nodes, depth: int) -> list:
+    out = []
+    for v in nodes.tolist():
+        kids = children(v) if depth + 1 < TREE_DEPTH else np.zeros(0, dtype=np.int64)  # noqa: SIM108
+        kids = kids[np.argsort(-retained[kids], kind="stable")][:TREE_CHILDREN]
+        out.append({"address": int(g.addresses[v]), "type": type_name(v), "retained_size": int(retained[v]),
+                    "children": _tree(g, retained, children, type_name, kids, depth + 1)})
+    return out
+
+
+def _growth(session, earlier, kinds) -> list:
+    """Types whose live bytes grew at every step from the earliest dump to this one (with one earlier dump: grew),
+    the largest growth of retained bytes first (``diff --live --sort retained``)."""
+    if not earlier:
+        return []
+    from .diff import compare, totals_of
+
+    sides = [totals_of(s, True, kinds) for s in earlier] + [totals_of(session, True, kinds)]
+    result = compare(sides, "retained")
+    grew = [r for r in result if (r.grew_every_step if len(sides) > 2 else r.delta_bytes > 0)]
+    return [{"type": r.name, "counts": list(r.counts), "bytes": list(r.sizes), "retained": list(r.retained),
+             "delta_count": r.delta_count, "delta_bytes": r.delta_bytes, "delta_retained": r.delta_retained}
+            for r in grew[:25]]
+
+
+def _inspections(session, og) -> dict:
+    from .summaries import memory_map
+
+    finalizer = [r for r in og.roots.roots if r.kind.startswith("finalizer")]
+    g = og.graph
+    queued = [g.node(r.object) for r in finalizer]
+    queued = [q for q in queued if q is not None]
+    mm = memory_map(session, jobs=1)
+    free = []
+    if mm.gc is not None:
+        for (heap, gen), (objects, size) in sorted(mm.gc.objects.items()):
+            f = mm.gc.free.get((heap, gen), [0, 0])
+            free.append({"heap": heap, "generation": gen, "object_bytes": size, "free_bytes": f[1],
+                         "fragmentation": f[1] / (size + f[1]) if size + f[1] else 0.0})
+    kinds = mm.kinds()
+    return {"finalization_queue": {"objects": len(queued), "bytes": int(sum(int(g.aligned[q]) for q in queued))},
+            "free_space": free,
+            "memory": [{"kind": k, "ranges": v[0], "bytes": v[1]} for k, v in kinds.items()],
+            "native_heap": mm.native_heap}

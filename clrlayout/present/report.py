@@ -1,0 +1,170 @@
+"""``clrlayout report`` as one self-contained HTML file (no network: its styles and script are inline) or JSON.
+The page: the live heap and the memory map as a bar, the suspects (each with its accumulation point, root chain and
+the types under it), the types that grew, the inspections, and the dominator tree as a treemap one clicks into."""
+
+from __future__ import annotations
+
+import html
+import json
+
+from .jsonout import dumps
+
+ADDRESS_KEYS = {"address", "biggest"}
+COLORS = {"gc-heap": "#4e79a7", "stack": "#f28e2b", "image": "#76b7b2", "runtime": "#59a14f",
+          "mapped-file": "#edc948", "native": "#e15759"}
+
+
+def _hexed(value):
+    if isinstance(value, dict):
+        return {k: (f"{v:#x}" if k in ADDRESS_KEYS and isinstance(v, int) else _hexed(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hexed(v) for v in value]
+    return value
+
+
+def as_json(report: dict) -> str:
+    return dumps(_hexed(report))
+
+
+def _e(text) -> str:
+    return html.escape(str(text))
+
+
+def _bytes(n) -> str:
+    return f"{n:,}" if isinstance(n, int) else "-"
+
+
+def _table(headers, rows, cls="sortable") -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def as_html(report: dict, title: str) -> str:
+    r = _hexed(report)
+    live = r["live_bytes"]
+    parts = [f"<h1>Leak report: {_e(title)}</h1>",
+             f'<p class="summary">Live heap: <b>{r["live_objects"]:,}</b> objects, <b>{live:,}</b> bytes (roots: '
+             f'{_e(", ".join(r["roots"]))}). Suspects retain at least {r["threshold"]:.0%} of it.</p>',
+             _memory_bar(r["inspections"]["memory"])]
+    parts.append('<h2 id="suspects">Suspects</h2>')
+    if not r["suspects"] and not r["type_suspects"]:
+        parts.append('<p class="none">No single object or type retains the threshold of the live heap.</p>')
+    for i, s in enumerate(r["suspects"], 1):
+        point = s["accumulation_point"]
+        chain = " &rarr; ".join(f'<code>{_e(link["type"])}</code>' + (f' <span class="field">{_e(link["field"])}'
+                                                                           f"</span>" if link["field"] else "")
+                                for link in s["chain"]) or "(no root reaches it)"
+        root = s["root"]
+        root_text = f'{_e(root["kind"])}' + (f" of thread {root['thread']}" if root and root.get("thread") else "") \
+            if root else "-"
+        native = f"; it owns <b>{s['native_bytes']:,}</b> native bytes" if s.get("native_bytes") else ""
+        parts.append(
+            f'<div class="suspect" id="suspect-{i}"><h3>Suspect {i}: <code>{_e(s["type"])}</code> at '
+            f'{_e(s["address"])}</h3><p>Retains <b class="retained">{s["retained_size"]:,}</b> bytes '
+            f'({s["share"]:.1%} of the live heap) in {s["retained_count"]:,} objects{native}.</p>'
+            f'<p>Accumulation point: <code>{_e(point["type"])}</code> at {_e(point["address"])}, '
+            f'{point["retained_size"]:,} bytes, {point["depth"]} levels down.</p>'
+            f'<p>Shortest path from a root ({root_text}): {chain}</p>'
+            + _table(["Type", "Objects", "Bytes"], [[f"<code>{_e(t['type'])}</code>", f"{t['count']:,}",
+                                                     f"{t['bytes']:,}"] for t in s["types"]]) + "</div>")
+    if r["type_suspects"]:
+        parts.append("<h3>Types whose objects together retain the threshold</h3>")
+        parts.append(_table(["Type", "Objects", "Retained", "Share", "Biggest"],
+                            [[f"<code>{_e(t['type'])}</code>", f"{t['objects']:,}", f"{t['retained_size']:,}",
+                              f"{t['share']:.1%}", _e(t["biggest"])] for t in r["type_suspects"]]))
+    if r["growth"]:
+        parts.append('<h2 id="growth">Growth</h2>')
+        parts.append(_table(["Type", "Bytes in each dump", "+Bytes", "+Count", "+Retained"],
+                            [[f"<code>{_e(g['type'])}</code>", _e(" → ".join(f"{b:,}" for b in g["bytes"])),
+                              f"{g['delta_bytes']:+,}", f"{g['delta_count']:+,}",
+                              f"{g['delta_retained']:+,}" if g["delta_retained"] is not None else "-"]
+                             for g in r["growth"]]))
+    parts.append('<h2 id="inspections">Inspections</h2>')
+    q = r["inspections"]["finalization_queue"]
+    parts.append(f"<p>Objects waiting for finalization: <b>{q['objects']:,}</b> ({q['bytes']:,} bytes).</p>")
+    free = r["inspections"]["free_space"]
+    if free:
+        parts.append(_table(["Heap", "Generation", "Object bytes", "Free bytes", "Fragmentation"],
+                            [[f["heap"], _e(f["generation"]), f"{f['object_bytes']:,}", f"{f['free_bytes']:,}",
+                              f"{f['fragmentation']:.1%}"] for f in free]))
+    native = r["inspections"]["native_heap"]
+    if native:
+        parts.append(_table(["Native memory", "Bytes"], [[_e(k.replace("_", " ")), f"{native[k]:,}"] for k in
+                                                         ("in_use", "free_in_arenas", "arena_overhead",
+                                                          "mmapped_chunks", "other_native")]))
+    parts.append('<h2 id="treemap-title">Dominator tree</h2><p>Click a box to look inside it; '
+                 '<a href="#" id="treemap-up">up</a>.</p><div id="crumbs"></div><div id="treemap"></div>')
+    tree = json.dumps(r["tree"]).replace("</", "<\\/")
+    return PAGE.format(title=_e(title), body="\n".join(parts), tree=tree)
+
+
+def _memory_bar(kinds: list) -> str:
+    total = sum(k["bytes"] for k in kinds) or 1
+    cells = "".join(f'<div class="cell" title="{_e(k["kind"])}: {k["bytes"]:,} bytes" style="width:'
+                    f'{100 * k["bytes"] / total:.3f}%;background:{COLORS.get(k["kind"], "#999")}"></div>'
+                    for k in kinds if k["bytes"])
+    legend = " ".join(f'<span><i style="background:{COLORS.get(k["kind"], "#999")}"></i>{_e(k["kind"])} '
+                      f'{k["bytes"]:,}</span>' for k in kinds if k["bytes"])
+    return f'<div class="bar" id="memory-bar">{cells}</div><p class="legend">{legend}</p>'
+
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>clrlayout report: {title}</title>
+<style>
+body {{ font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
+code {{ font-size: 12px; }} table {{ border-collapse: collapse; margin: .6em 0; }}
+th, td {{ border-bottom: 1px solid #ddd; padding: 2px 10px; text-align: left; }} th {{ cursor: pointer; }}
+.suspect {{ border-left: 4px solid #e15759; padding: 0 1em; margin: 1em 0; background: #fafafa; }}
+.field {{ color: #777; }} .bar {{ display: flex; height: 22px; border: 1px solid #ccc; }}
+.legend i {{ display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; }}
+#treemap {{ position: relative; width: 100%; height: 480px; border: 1px solid #ccc; }}
+#treemap div {{ position: absolute; box-sizing: border-box; border: 1px solid #fff; overflow: hidden;
+  font-size: 11px; color: #fff; padding: 2px; cursor: pointer; }}
+</style></head><body>
+{body}
+<script id="tree-data" type="application/json">{tree}</script>
+<script>
+(function () {{
+  var root = {{type: "live heap", children: JSON.parse(document.getElementById("tree-data").textContent)}};
+  root.retained_size = root.children.reduce(function (a, c) {{ return a + c.retained_size; }}, 0);
+  var path = [root], box = document.getElementById("treemap");
+  var palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"];
+  function layout(items, x, y, w, h, out) {{  // slice and dice, largest first, alternating the cut
+    var total = items.reduce(function (a, c) {{ return a + c.retained_size; }}, 0);
+    items.forEach(function (c) {{
+      var f = total ? c.retained_size / total : 0;
+      if (w >= h) {{ out.push([c, x, y, w * f, h]); x += w * f; }} else {{ out.push([c, x, y, w, h * f]); y += h * f; }}
+    }});
+    return out;
+  }}
+  function draw() {{
+    var node = path[path.length - 1];
+    box.innerHTML = "";
+    document.getElementById("crumbs").textContent = path.map(function (p) {{ return p.type; }}).join(" > ");
+    layout((node.children || []).filter(function (c) {{ return c.retained_size > 0; }}), 0, 0,
+           box.clientWidth, box.clientHeight, []).forEach(function (r, i) {{
+      var d = document.createElement("div"), c = r[0];
+      d.style.left = r[1] + "px"; d.style.top = r[2] + "px"; d.style.width = r[3] + "px"; d.style.height = r[4] + "px";
+      d.style.background = palette[i % palette.length];
+      d.className = "node"; d.dataset.address = c.address; d.dataset.retained = c.retained_size;
+      d.title = c.type + " " + c.address + ": " + c.retained_size.toLocaleString() + " bytes";
+      d.textContent = c.type + " (" + c.retained_size.toLocaleString() + ")";
+      d.onclick = function () {{ if (c.children && c.children.length) {{ path.push(c); draw(); }} }};
+      box.appendChild(d);
+    }});
+  }}
+  document.getElementById("treemap-up").onclick = function (e) {{ e.preventDefault(); if (path.length > 1) {{ path.pop(); draw(); }} }};
+  document.querySelectorAll("table.sortable th").forEach(function (th, i) {{
+    th.onclick = function () {{
+      var table = th.closest("table"), body = table.tBodies[0], col = Array.prototype.indexOf.call(th.parentNode.children, th);
+      var rows = Array.prototype.slice.call(body.rows), asc = th.dataset.asc !== "1";
+      function key(r) {{ var t = r.cells[col].textContent.replace(/[,%+]/g, ""); var n = parseFloat(t); return isNaN(n) ? t : n; }}
+      rows.sort(function (a, b) {{ var x = key(a), y = key(b); return (x > y ? 1 : x < y ? -1 : 0) * (asc ? 1 : -1); }});
+      rows.forEach(function (r) {{ body.appendChild(r); }}); th.dataset.asc = asc ? "1" : "0";
+    }};
+  }});
+  draw();
+}})();
+</script></body></html>
+"""
