@@ -155,6 +155,7 @@ TARGET_SOURCES = {
     "secrets": ((TARGETS / "secrets" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
     "markers": ((TARGETS / "markers" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
     "nativeowners": ((TARGETS / "nativeowners" / "Program.cs",), ("-unsafe",)),
+    "suspects": ((TARGETS / "suspects" / "Program.cs",), ()),
 }
 #: the assemblies built from those sources, in the repository: IL runs on every runtime, so a clone needs no C#
 #: compiler (mcs builds them byte for byte the same: tests/unit/test_targets.py rebuilds and compares them)

@@ -170,7 +170,87 @@ def _inspections(session, og) -> dict:
             free.append({"heap": heap, "generation": gen, "object_bytes": size, "free_bytes": f[1],
                          "fragmentation": f[1] / (size + f[1]) if size + f[1] else 0.0})
     kinds = mm.kinds()
+    collections, delegates = _collections_and_delegates(session, og)
     return {"finalization_queue": {"objects": len(queued), "bytes": int(sum(int(g.aligned[q]) for q in queued))},
+            "duplicate_strings": _duplicates(session, og), "sparse_collections": collections,
+            "event_handlers": delegates,
             "free_space": free,
             "memory": [{"kind": k, "ranges": v[0], "bytes": v[1]} for k, v in kinds.items()],
             "native_heap": mm.native_heap}
+
+
+#: rows kept per inspection; a collection is sparse when its capacity is at least this many times its count
+TOP, SPARSE = 10, 2
+
+
+def _duplicates(session, og) -> dict:
+    """Live strings whose value another live string has too: the bytes the copies waste, the values that waste
+    most (``stats --type System.String --duplicates --live``)."""
+    from ..analyses.stats import DuplicateCollector
+
+    live = og.graph.addresses[og.live]
+    dups = DuplicateCollector(session.profile, session.dump.memory)
+    try:
+        for batch in session.iter_batches():
+            at = np.searchsorted(live, batch.addresses)
+            keep = at < len(live)
+            keep[keep] = live[at[keep]] == batch.addresses[keep]
+            dups.add(batch.select(keep))
+        found, wasted = dups.finish()
+    finally:
+        dups.close()
+    return {"wasted_bytes": int(wasted), "values": [d.as_dict() for d in found[:TOP]]}
+
+
+def _collections_and_delegates(session, og) -> tuple[dict, list]:
+    """Live ``List<T>`` and ``Dictionary<K,V>`` whose capacity is far above their count (the bytes of the empty
+    slots), and live delegates with many targets (``_invocationCount``: handlers piling up on an event)."""
+    g, live, space = og.graph, og.live, session.dump.memory
+    ptr = space.pointer_size
+    sparse, delegates = [], []
+    wasted_total = 0
+    for kind, mt in enumerate(g.types.tolist()):
+        name = session.type_name(mt) or ""
+        layout = session.type_layout(mt)
+        if layout is None:
+            continue
+        fields = {f.name: f for f in layout.fields}
+        is_list = name.startswith("System.Collections.Generic.List`1[") and {"_items", "_size"} <= set(fields)
+        is_dict = name.startswith("System.Collections.Generic.Dictionary`2[") and \
+            {"_entries", "_count", "_freeCount"} <= set(fields)
+        is_delegate = {"_invocationList", "_invocationCount"} <= set(fields)
+        if not (is_list or is_dict or is_delegate):
+            continue
+        nodes = np.flatnonzero((g.kinds == kind) & live)[:100_000]
+        for node in nodes.tolist():
+            address = int(g.addresses[node])
+
+            def word(field: str, size: int = ptr) -> int:
+                data = space.try_read(address + fields[field].offset, size)
+                return int.from_bytes(data, "little") if data else 0
+
+            if is_delegate:
+                targets = word("_invocationCount")
+                if word("_invocationList") and targets >= 2:
+                    delegates.append({"address": address, "type": name, "targets": targets})
+                continue
+            array = word("_items" if is_list else "_entries")
+            if not array:
+                continue
+            length = space.try_read(array + ptr, 4)
+            capacity = int.from_bytes(length, "little") if length else 0
+            count = word("_size", 4) if is_list else word("_count", 4) - word("_freeCount", 4)
+            element = session.mts.get((space.try_read_pointer(array) or 0) & ~3)
+            slot = getattr(element, "component_size", 0) or 0
+            if capacity >= 16 and capacity >= SPARSE * max(count, 1):
+                wasted = (capacity - count) * slot
+                wasted_total += wasted
+                sparse.append({"address": address, "type": name, "count": count, "capacity": capacity,
+                               "wasted_bytes": wasted})
+    sparse.sort(key=lambda r: -r["wasted_bytes"])
+    delegates.sort(key=lambda r: -r["targets"])
+    statics = session.static_holders([r["address"] for r in delegates[:TOP]],
+                                     [r.object for r in og.roots.roots if r.kind.endswith("handle")])
+    for r in delegates[:TOP]:
+        r["static"] = statics.get(r["address"])
+    return {"wasted_bytes": wasted_total, "collections": sparse[:TOP]}, delegates[:TOP]

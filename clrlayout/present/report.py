@@ -88,6 +88,26 @@ def as_html(report: dict, title: str) -> str:
         parts.append(_table(["Heap", "Generation", "Object bytes", "Free bytes", "Fragmentation"],
                             [[f["heap"], _e(f["generation"]), f"{f['object_bytes']:,}", f"{f['free_bytes']:,}",
                               f"{f['fragmentation']:.1%}"] for f in free]))
+    ins = r["inspections"]
+    dup = ins["duplicate_strings"]
+    parts.append(f"<h3>Duplicate strings</h3><p>Copies of values another string holds too waste "
+                 f"<b>{dup['wasted_bytes']:,}</b> bytes.</p>")
+    if dup["values"]:
+        parts.append(_table(["Value", "Count", "Wasted bytes"],
+                            [[f"<code>{_e(d['value'][:80])}</code>", f"{d['count']:,}", f"{d['wasted_bytes']:,}"]
+                             for d in dup["values"]]))
+    sc = ins["sparse_collections"]
+    parts.append(f"<h3>Collections far larger than their content</h3><p>Empty slots of lists and dictionaries at "
+                 f"least {2}× their count waste <b>{sc['wasted_bytes']:,}</b> bytes.</p>")
+    if sc["collections"]:
+        parts.append(_table(["Collection", "Address", "Count", "Capacity", "Wasted bytes"],
+                            [[f"<code>{_e(c['type'])}</code>", _e(c["address"]), f"{c['count']:,}",
+                              f"{c['capacity']:,}", f"{c['wasted_bytes']:,}"] for c in sc["collections"]]))
+    handlers = ins["event_handlers"]
+    parts.append("<h3>Delegates with many targets (event handlers piling up)</h3>")
+    parts.append(_table(["Delegate", "Address", "Targets", "Held by the static"],
+                        [[f"<code>{_e(d['type'])}</code>", _e(d["address"]), f"{d['targets']:,}",
+                          _e(d.get("static") or "-")] for d in handlers]) if handlers else "<p>None.</p>")
     native = r["inspections"]["native_heap"]
     if native:
         parts.append(_table(["Native memory", "Bytes"], [[_e(k.replace("_", " ")), f"{native[k]:,}"] for k in
