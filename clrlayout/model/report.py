@@ -171,7 +171,9 @@ def _inspections(session, og) -> dict:
                          "fragmentation": f[1] / (size + f[1]) if size + f[1] else 0.0})
     kinds = mm.kinds()
     collections, delegates = _collections_and_delegates(session, og)
+    pinned = {g.node(r.object) for r in og.roots.roots if "pinned" in r.kind} - {None}
     return {"finalization_queue": {"objects": len(queued), "bytes": int(sum(int(g.aligned[q]) for q in queued))},
+            "pinned": {"objects": len(pinned), "bytes": int(sum(int(g.aligned[p]) for p in pinned))},
             "duplicate_strings": _duplicates(session, og), "sparse_collections": collections,
             "event_handlers": delegates,
             "free_space": free,

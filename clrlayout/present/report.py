@@ -75,14 +75,17 @@ def as_html(report: dict, title: str) -> str:
                               f"{t['share']:.1%}", _e(t["biggest"])] for t in r["type_suspects"]]))
     if r["growth"]:
         parts.append('<h2 id="growth">Growth</h2>')
+        parts.append(_growth_lines(r["growth"][:8]))
         parts.append(_table(["Type", "Bytes in each dump", "+Bytes", "+Count", "+Retained"],
                             [[f"<code>{_e(g['type'])}</code>", _e(" → ".join(f"{b:,}" for b in g["bytes"])),
                               f"{g['delta_bytes']:+,}", f"{g['delta_count']:+,}",
                               f"{g['delta_retained']:+,}" if g["delta_retained"] is not None else "-"]
                              for g in r["growth"]]))
     parts.append('<h2 id="inspections">Inspections</h2>')
-    q = r["inspections"]["finalization_queue"]
-    parts.append(f"<p>Objects waiting for finalization: <b>{q['objects']:,}</b> ({q['bytes']:,} bytes).</p>")
+    q, pinned = r["inspections"]["finalization_queue"], r["inspections"]["pinned"]
+    parts.append(f"<p>Objects waiting for finalization: <b>{q['objects']:,}</b> ({q['bytes']:,} bytes). Objects "
+                 f"pinned by handles (the GC cannot move them): <b>{pinned['objects']:,}</b> "
+                 f"({pinned['bytes']:,} bytes).</p>")
     free = r["inspections"]["free_space"]
     if free:
         parts.append(_table(["Heap", "Generation", "Object bytes", "Free bytes", "Fragmentation"],
@@ -117,6 +120,26 @@ def as_html(report: dict, title: str) -> str:
                  '<a href="#" id="treemap-up">up</a>.</p><div id="crumbs"></div><div id="treemap"></div>')
     tree = json.dumps(r["tree"]).replace("</", "<\\/")
     return PAGE.format(title=_e(title), body="\n".join(parts), tree=tree)
+
+
+def _growth_lines(rows: list) -> str:
+    """Each growing type's live bytes across the dumps, a line each (inline SVG)."""
+    steps = max(len(r["bytes"]) for r in rows)
+    top = max(max(r["bytes"]) for r in rows) or 1
+    w, h, pad = 640, 200, 30
+    colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"]
+    lines, legend = [], []
+    for i, r in enumerate(rows):
+        points = " ".join(f"{pad + (w - 2 * pad) * j / max(steps - 1, 1):.1f},"
+                          f"{h - pad - (h - 2 * pad) * b / top:.1f}" for j, b in enumerate(r["bytes"]))
+        color = colors[i % len(colors)]
+        lines.append(f'<polyline class="growth-line" fill="none" stroke="{color}" stroke-width="2" '
+                     f'points="{points}"><title>{_e(r["type"])}</title></polyline>')
+        legend.append(f'<span><i style="background:{color}"></i>{_e(r["type"])}</span>')
+    axis = "".join(f'<text x="{pad + (w - 2 * pad) * j / max(steps - 1, 1):.1f}" y="{h - 8}" font-size="11" '
+                   f'text-anchor="middle">dump {j + 1}</text>' for j in range(steps))
+    return (f'<svg id="growth-lines" width="{w}" height="{h}" role="img"><text x="{pad}" y="14" font-size="11">'
+            f'live bytes (up to {top:,})</text>{"".join(lines)}{axis}</svg><p class="legend">{" ".join(legend)}</p>')
 
 
 def _memory_bar(kinds: list) -> str:

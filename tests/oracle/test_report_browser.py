@@ -58,6 +58,19 @@ def page(tmp_path_factory):
     return out, data
 
 
+def data_growth(path) -> list:
+    """The growth the page was made with (the report of the pair, as JSON)."""
+    import contextlib
+    import io
+
+    from clrlayout.cli import main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert main(["report", AFTER, BEFORE, "--format", "json", "-q"]) == 0
+    return json.loads(buffer.getvalue())["growth"]
+
+
 def test_the_page_in_chromium(browser, page):
     from selenium.webdriver.common.by import By
 
@@ -70,6 +83,7 @@ def test_the_page_in_chromium(browser, page):
     shown = [int(s.find_element(By.CSS_SELECTOR, ".retained").text.replace(",", "")) for s in suspects]
     assert shown == [s["retained_size"] for s in data["suspects"]]
     assert browser.find_elements(By.CSS_SELECTOR, "#memory-bar .cell")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#growth-lines .growth-line")) == min(8, len(data_growth(path)))
     boxes = browser.find_elements(By.CSS_SELECTOR, "#treemap .node")
     tops = data["tree"]
     assert len(boxes) == len([t for t in tops if t["retained_size"] > 0])
