@@ -91,6 +91,9 @@ def make_marked_dump(build: Path, work: Path, version: str, kind: str) -> Marked
 
     def core_limit():
         resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        # a job a shell started in the background inherits SIGQUIT ignored, and so would the target: the kernel
+        # core needs its default action back
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
     proc = subprocess.Popen(["dotnet", "markers.dll", f"--password={argv}", str(truth)], executable=str(runtime.host),
                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
