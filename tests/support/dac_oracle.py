@@ -590,26 +590,23 @@ class Oracle:
                 obj += max((data.Size + align) & ~align, min_obj)
         return out, stray
 
-    def name(self, mt: int) -> str | None:
+    def _text(self, method: str, address: int) -> str | None:
+        """A UTF-16 text an ISOSDacInterface call writes for an address (count, buffer, needed)."""
         buf = ctypes.create_string_buffer(2 * 4096)
         needed = c_uint32()
-        hr = self.sos.call("GetMethodTableName", c_uint64(mt), c_uint32(4096), buf, byref(needed),
+        hr = self.sos.call(method, c_uint64(address), c_uint32(4096), buf, byref(needed),
                            argtypes=[c_uint64, c_uint32, c_void_p, c_void_p])
         if hr != S_OK:
             return None
         n = max(0, min(needed.value, 4096) - 1)
         return buf.raw[: 2 * n].decode("utf-16-le", "surrogatepass")
 
+    def name(self, mt: int) -> str | None:
+        return self._text("GetMethodTableName", mt)
+
     def method_name(self, md: int) -> str | None:
         """ISOSDacInterface::GetMethodDescName: the method as SOS prints it (Type.Method(args))."""
-        buf = ctypes.create_string_buffer(2 * 4096)
-        needed = c_uint32()
-        hr = self.sos.call("GetMethodDescName", c_uint64(md), c_uint32(4096), buf, byref(needed),
-                           argtypes=[c_uint64, c_uint32, c_void_p, c_void_p])
-        if hr != S_OK:
-            return None
-        n = max(0, min(needed.value, 4096) - 1)
-        return buf.raw[: 2 * n].decode("utf-16-le", "surrogatepass")
+        return self._text("GetMethodDescName", md)
 
     def string(self, obj: int, length: int) -> str | None:
         count = length + 1
