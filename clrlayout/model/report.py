@@ -162,7 +162,7 @@ def _inspections(session, og) -> dict:
     g = og.graph
     queued = [g.node(r.object) for r in finalizer]
     queued = [q for q in queued if q is not None]
-    mm = memory_map(session, jobs=1)
+    mm = memory_map(session)  # its walk of the heap for the free space, in parallel where it may
     free = []
     if mm.gc is not None:
         for (heap, gen), (objects, size) in sorted(mm.gc.objects.items()):
@@ -204,6 +204,37 @@ def _duplicates(session, og) -> dict:
     return {"wasted_bytes": int(wasted), "values": [d.as_dict() for d in found[:TOP]]}
 
 
+def _is_delegate(session, mt: int) -> bool:
+    """Whether System.MulticastDelegate is among the type's parents (by its MethodTables' parent chain)."""
+    seen = 0
+    while mt and seen < 64:
+        record = session.mts.get(mt)
+        if record is None:
+            return False
+        mt, seen = record.parent, seen + 1
+        if mt and session.type_name(mt) == "System.MulticastDelegate":
+            return True
+    return False
+
+
+def _biggest_target(og, nodes: np.ndarray) -> np.ndarray:
+    """The aligned size of the biggest object each of ``nodes`` references (0: none), from the graph's edges."""
+    if not len(nodes):
+        return np.zeros(0, dtype=np.int64)
+    indptr, indices, aligned = og.indptr, og.indices, og.graph.aligned
+    lo, hi = indptr[nodes].astype(np.int64), indptr[nodes + 1].astype(np.int64)
+    counts = hi - lo
+    out = np.zeros(len(nodes), dtype=np.int64)
+    has = counts > 0
+    if has.any():
+        total = int(counts.sum())
+        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        sizes = aligned[indices[np.repeat(lo, counts) + offsets]].astype(np.int64)
+        starts = (np.cumsum(counts) - counts)[has]
+        out[has] = np.maximum.reduceat(sizes, starts)
+    return out
+
+
 def _collections_and_delegates(session, og) -> tuple[dict, list]:
     """Live ``List<T>`` and ``Dictionary<K,V>`` whose capacity is far above their count (the bytes of the empty
     slots), and live delegates with many targets (``_invocationCount``: handlers piling up on an event)."""
@@ -213,6 +244,9 @@ def _collections_and_delegates(session, og) -> tuple[dict, list]:
     wasted_total = 0
     for kind, mt in enumerate(g.types.tolist()):
         name = session.type_name(mt) or ""
+        collection = name.startswith(("System.Collections.Generic.List`1[", "System.Collections.Generic.Dictionary`2["))
+        if not collection and not _is_delegate(session, mt):
+            continue  # a type's layout is worked out only for the types looked at
         layout = session.type_layout(mt)
         if layout is None:
             continue
@@ -223,8 +257,9 @@ def _collections_and_delegates(session, og) -> tuple[dict, list]:
         is_delegate = {"_invocationList", "_invocationCount"} <= set(fields)
         if not (is_list or is_dict or is_delegate):
             continue
-        nodes = np.flatnonzero((g.kinds == kind) & live)[:100_000]
-        for node in nodes.tolist():
+        nodes = np.flatnonzero((g.kinds == kind) & live)
+        nodes = nodes[_biggest_target(og, nodes) >= (3 * ptr + 2 * ptr if is_delegate else 3 * ptr + 16 * 4)]
+        for node in nodes.tolist():  # only those that reference an array big enough to matter
             address = int(g.addresses[node])
 
             def word(field: str, size: int = ptr) -> int:
