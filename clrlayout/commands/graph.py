@@ -197,22 +197,6 @@ def roots(file, address, fmt, limit, max_length, quiet, heap, profile, assemblie
         _report(session, quiet)
 
 
-def _native_retained(session, og, nodes) -> dict | None:
-    """Native bytes each node retains (glibc's chunks its dominated objects own), or None where the dump has no
-    native heap to read (a Windows dump, a trimmed core, another allocator)."""
-    from ..errors import ClrLayoutError
-    from ..model.native import native_heap
-
-    if session.dump.format != "elf-core":
-        return None
-    try:
-        view = native_heap(session.dump, session)
-    except ClrLayoutError:
-        return None
-    idom, _, _ = og.dominators()
-    return view.retained_native(view.owners_in(og.graph, og.live), idom, nodes)
-
-
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--top", type=click.IntRange(min=1), default=20, show_default=True,
@@ -237,7 +221,9 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         largest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
                     int(retained_count[node]), node) for node in _largest(retained_bytes, top) if live[node]]
         by_type = og.by_type()
-        native = _native_retained(session, og, [n for n in _largest(retained_bytes, top) if live[n]])
+        from ..model.native import retained_native_of
+
+        native = retained_native_of(session, og, [n for n in _largest(retained_bytes, top) if live[n]])
         totals = {"live_objects": int(live.sum()), "live_bytes": int(np.sum(g.aligned, where=live, dtype=np.int64)),
                   "roots": sorted({r.kind for r in og.roots.roots})}
         handled = [r.object for r in og.roots.roots if r.kind.endswith("handle")]  # the statics arrays among them

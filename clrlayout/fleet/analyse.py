@@ -64,10 +64,10 @@ def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
 
 def _native_rows(session) -> list:
     """A row per arena and per size class of glibc's malloc, where the dump has it to read (else none)."""
-    from ..model.summaries import _native_view
+    from ..model.native import native_heap_of
     from ..native import figures
 
-    view = _native_view(session)
+    view = native_heap_of(session)
     if view is None:
         return []
     rows = []

@@ -28,8 +28,6 @@ from .handles import read_handles
 ROOT_KINDS = ("handles", "finalizer", "stacks", "statics")
 #: the farthest a segment's heap_segment header lies below its first object (a page, or a region's header)
 SEGMENT_HEADER_MAX = 64 * 1024
-#: managed threads followed at the most in the runtime's thread list (a bound on what a dump controls)
-MAX_THREADS = 1 << 16
 #: finalization queue slots read at the most (a bound on what a dump controls)
 MAX_QUEUE = 1 << 24
 
@@ -107,22 +105,18 @@ def _thread_static_roots(space, contract, graph) -> list | None:
 def thread_static_arrays(space, contract) -> list | None:
     """The Root of each managed thread's thread-statics ``object[]`` (.NET 9+; None: the thread list or a thread's
     data cannot be read)."""
+    from ..runtime.threadstore import thread_list
+
     try:
-        store_type, thread, tls = (contract.types[k] for k in ("ThreadStore", "Thread", "ThreadLocalData"))
-        link_next, first, data_ptr = thread["LinkNext"], store_type["FirstThreadLink"], thread["ThreadLocalDataPtr"]
-        array_at, os_id = tls["NonCollectibleTlsArrayData"], thread["OSId"]
-        store = space.try_read_pointer(contract.globals["ThreadStore"])
+        thread, tls = contract.types["Thread"], contract.types["ThreadLocalData"]
+        data_ptr, array_at, os_id = thread["ThreadLocalDataPtr"], tls["NonCollectibleTlsArrayData"], thread["OSId"]
     except KeyError:
         return None
-    if not store:
+    natives = thread_list(space, contract)
+    if isinstance(natives, str):  # the list is not in the dump: its threads' statics cannot be known
         return None
-    out, seen = [], set()
-    link = space.try_read_pointer(store + first)
-    if link is None:  # the list's head is not in the dump: its threads' statics cannot be known
-        return None
-    while link and link not in seen and len(seen) < MAX_THREADS:
-        seen.add(link)
-        native = link - link_next
+    out = []
+    for native in natives:
         data = space.try_read_pointer(native + data_ptr)
         if data is None:
             return None
@@ -132,7 +126,6 @@ def thread_static_arrays(space, contract) -> list | None:
         if array:
             tid = space.try_read(native + os_id, 4)
             out.append(Root("thread static", array, data + array_at, int.from_bytes(tid, "little") if tid else None))
-        link = space.try_read_pointer(link)
     return out
 
 

@@ -157,12 +157,11 @@ class Dump:
         """glibc's malloc state of a Linux core (:class:`~clrlayout.model.native.NativeHeapView`: ``mallinfo``,
         ``arenas``, ``chunks()``, ``leaks()``), read once; :class:`~clrlayout.errors.NativeHeapNotFound` where
         there is none to read (a Windows dump, another allocator, a trimmed core)."""
-        view = self._session.__dict__.get("_native_heap")
-        if view is None:
-            from .native import native_heap
+        from .native import native_heap, native_heap_of
 
-            view = self._session.__dict__["_native_heap"] = native_heap(self._session.dump, self._session)
-        return view
+        view = native_heap_of(self._session)
+        # none to read: read it again for the error that says why
+        return view if view is not None else native_heap(self._session.dump, self._session)
 
     @property
     def warnings(self) -> list[str]:

@@ -205,6 +205,33 @@ def native_heap(dump, session=None) -> NativeHeapView:
     return NativeHeapView(dump, read_native_heap(dump, segments), session)
 
 
+def native_heap_of(session) -> NativeHeapView | None:
+    """The session's native heap, read once and kept (None where the dump has none to read: not a Linux core,
+    another allocator, a trimmed core)."""
+    cache = session.__dict__
+    if "_native_heap" not in cache:
+        view = None
+        if session.dump.format == "elf-core":
+            from ..errors import ClrLayoutError
+
+            try:
+                view = native_heap(session.dump, session)
+            except ClrLayoutError:
+                view = None
+        cache["_native_heap"] = view
+    return cache["_native_heap"]
+
+
+def retained_native_of(session, og, nodes) -> dict | None:
+    """For each of ``nodes`` of the object graph ``og``, the native bytes the objects it dominates own (None
+    where the dump has no native heap to read)."""
+    view = native_heap_of(session)
+    if view is None:
+        return None
+    idom, _, _ = og.dominators()
+    return view.retained_native(view.owners_in(og.graph, og.live), idom, nodes)
+
+
 def open_native(path: str, limits=None, assemblies=()) -> NativeHeapView:
     """Open a core for its native heap (any Linux process); in a .NET process whose GC heap can be walked, the
     managed objects that own native blocks too."""

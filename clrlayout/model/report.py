@@ -66,7 +66,9 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
                                   "share": total / live_bytes if live_bytes else 0.0,
                                   "biggest": int(g.addresses[biggest])})
     type_suspects.sort(key=lambda r: -r["retained_size"])
-    native = _native(session, og, idom, [s["_node"] for s in suspects])
+    from .native import retained_native_of
+
+    native = retained_native_of(session, og, [s["_node"] for s in suspects]) if suspects else None
     for s in suspects:
         node = s.pop("_node")
         s["native_bytes"] = native.get(node) if native is not None else None
@@ -114,20 +116,6 @@ def _suspect(session, heap, g, og, retained, count, children, type_name, kinds, 
             "accumulation_point": {"address": int(g.addresses[point]), "type": type_name(point),
                                    "retained_size": int(retained[point]), "depth": steps},
             "root": root, "chain": chain, "types": types, "_node": v}
-
-
-def _native(session, og, idom, nodes) -> dict | None:
-    """Native bytes each node retains, where the dump's glibc heap can be read (else None)."""
-    from ..errors import ClrLayoutError
-    from .native import native_heap
-
-    if session.dump.format != "elf-core" or not nodes:
-        return None
-    try:
-        view = native_heap(session.dump, session)
-    except ClrLayoutError:
-        return None
-    return view.retained_native(view.owners_in(og.graph, og.live), idom, nodes)
 
 
 def _tree(g, retained, children, type_name, nodes, depth: int) -> list:

@@ -33,7 +33,9 @@ def memory_map(session, jobs: int | None = None, progress: Callable | None = Non
     from ..analyses import memory as analysis
 
     heaps, bookkeeping, handles = session.loader_heaps(), session.gc_bookkeeping(), session.gc_handle_tables()
-    view = _native_view(session)
+    from .native import native_heap_of
+
+    view = native_heap_of(session)
     native = []
     if view is not None:
         h = view.heap
@@ -63,15 +65,3 @@ def memory_map(session, jobs: int | None = None, progress: Callable | None = Non
     return analysis.MemoryMap(session.dump.memory.total_bytes, pieces, gc,
                               analysis.address_space(session.dump.memory_info), heaps, bookkeeping, handles, split)
 
-
-def _native_view(session):
-    """glibc's malloc of a Linux core, or None where there is none to read."""
-    from ..errors import ClrLayoutError
-    from .native import native_heap
-
-    if session.dump.format != "elf-core":
-        return None
-    try:
-        return native_heap(session.dump, session)
-    except ClrLayoutError:
-        return None

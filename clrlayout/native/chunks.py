@@ -73,8 +73,6 @@ def walk_heap(memory, first: int, end: int, top: int | None, arena: int, table: 
     for i in range(start, len(table) - 1):
         if table.state[i] == IN_USE and not table.raw[i + 1] & 1 and table.state[i + 1] != ARENA:
             table.state[i] = BIN
-    if len(table) > start and table.state[-1] == IN_USE:
-        pass  # the heap's last chunk before a missing end: its state is unknown, kept as in use
 
 
 def mmapped_chunks(memory, runs, skip, page: int, table: ChunkTable, limit: int) -> None:

@@ -51,22 +51,17 @@ def managed_threads(space, contract) -> list[ManagedThread] | str:
     if missing or "ThreadStore" not in contract.globals:
         return f"the contract descriptor does not describe the runtime's threads (missing {', '.join(missing)})"
     ptr = space.pointer_size
-    store = space.try_read_pointer(contract.globals["ThreadStore"])
-    if not store:
-        return "the runtime's ThreadStore is not in the dump"
     special = {}
     for name, key in (("finalizer", "FinalizerThread"), ("gc", "GCThread")):
         at = contract.globals.get(key)
         value = space.try_read_pointer(at) if isinstance(at, int) else None
         if value:
             special[value] = name
-    out, seen = [], set()
-    link = space.try_read_pointer(store + store_type["FirstThreadLink"])
-    if link is None:
-        return "the head of the runtime's thread list is not in the dump"
-    while link and link not in seen and len(seen) < MAX_THREADS:
-        seen.add(link)
-        native = link - thread["LinkNext"]
+    natives = thread_list(space, contract)
+    if isinstance(natives, str):
+        return natives
+    out = []
+    for native in natives:
 
         def u32(name: str) -> int:
             data = space.try_read(native + thread[name], 4)
@@ -80,5 +75,25 @@ def managed_threads(space, contract) -> list[ManagedThread] | str:
         out.append(ManagedThread(native, u32("Id"), word("OSId") & 0xFFFFFFFF, u32("State"),
                                  u32("PreemptiveGCDisabled"), word("Frame"), word("GCHandle"), word("LastThrownObject"),
                                  special.get(native, "")))
+    return out
+
+
+def thread_list(space, contract) -> list[int] | str:
+    """The address of each native Thread of the runtime's list (``ThreadStore``, linked through
+    ``Thread.LinkNext``), in list order; or why the list cannot be read."""
+    try:
+        link_next, first = contract.types["Thread"]["LinkNext"], contract.types["ThreadStore"]["FirstThreadLink"]
+        store = space.try_read_pointer(contract.globals["ThreadStore"])
+    except KeyError:
+        return "the contract descriptor does not describe the runtime's thread list"
+    if not store:
+        return "the runtime's ThreadStore is not in the dump"
+    out, seen = [], set()
+    link = space.try_read_pointer(store + first)
+    if link is None:
+        return "the head of the runtime's thread list is not in the dump"
+    while link and link not in seen and len(seen) < MAX_THREADS:
+        seen.add(link)
+        out.append(link - link_next)
         link = space.try_read_pointer(link)
     return out
