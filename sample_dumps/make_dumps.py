@@ -244,15 +244,17 @@ def make_linux_series(build: Path, work: Path, runtime: runtimes.Runtime, grows:
 
 
 def make_linux(build: Path, work: Path, server: bool = False, runtime: runtimes.Runtime | None = None,
-               target: str = "strings", full: bool = False) -> tuple[Path, Path]:
+               target: str = "strings", full: bool = False, extra: tuple = ()) -> tuple[Path, Path]:
     """The target on a Linux runtime (the embedded 3.1.23 by default), dumped by the runtime's createdump
-    (its default heap dump; with ``full``, every mapping: the runtime's own data and image pages too)."""
+    (its default heap dump; with ``full``, every mapping: the runtime's own data and image pages too);
+    ``extra``: more arguments for the target (after its truth file and count)."""
     runtime = runtime or runtimes.embedded()
-    kind = f"{runtime.version}-linux-x64" + ("-svr" if server else "") + ("-full" if full else "")
+    kind = f"{runtime.version}-linux-x64" + ("-svr" if server else "") + ("-full" if full else "") + \
+        "".join(f"-{a}" for a in extra)
     truth = work / f"truth-{target}-{kind}.json"
     raw = work / f"raw-{target}-{kind}.core"
     config = runtime.write_runtimeconfig(build / f"{target}-{runtime.version}.runtimeconfig.json")
-    proc, pid = start_target(runtime.command(build / f"{target}.dll", config, truth, STALE_COUNT),
+    proc, pid = start_target(runtime.command(build / f"{target}.dll", config, truth, STALE_COUNT, *extra),
                              runtime.environment(server))
     try:
         run([runtime.createdump, *(["--full"] if full else []), "-f", raw, str(pid)], stdout=subprocess.DEVNULL)

@@ -259,6 +259,39 @@ class AddressSpace:
             self.log.add(address, len(data))
         return data
 
+    def gather(self, addresses, size: int, gap: int = 4096, run_limit: int = 64 << 20):
+        """The ``size``-byte (1, 2, 4 or 8) little-endian unsigned values at each of ``addresses`` (a numpy array),
+        as uint64; 0 where a byte is missing.  Nearby addresses are read in one run (at most ``run_limit``
+        bytes; a run the dump does not wholly hold is read value by value)."""
+        import numpy as np
+
+        at = np.asarray(addresses, dtype=np.uint64).astype(np.int64)
+        out = np.zeros(len(at), dtype=np.uint64)
+        if not len(at):
+            return out
+        order = np.argsort(at, kind="stable")
+        sorted_at = at[order]
+        breaks = np.flatnonzero(np.diff(sorted_at) > gap) + 1
+        spread = np.arange(size, dtype=np.int64)
+        weights = (np.uint64(1) << (np.arange(size, dtype=np.uint64) * np.uint64(8)))
+        for run in np.split(np.arange(len(at)), breaks):
+            lo, hi = int(sorted_at[run[0]]), int(sorted_at[run[-1]]) + size
+            data = self.try_read(lo, hi - lo) if hi - lo <= run_limit else None
+            which = order[run]
+            if data is not None:
+                offsets = sorted_at[run] - lo
+                if not (offsets % size).any():  # aligned to the first: one view of the run's words
+                    words = np.frombuffer(data, dtype=f"<u{size}", count=len(data) // size)
+                    out[which] = words[offsets // size]
+                else:
+                    raw = np.frombuffer(data, dtype=np.uint8)[offsets[:, None] + spread]
+                    out[which] = (raw.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+                continue
+            for j in which.tolist():  # a run the dump does not wholly hold: value by value
+                value = self.try_read(int(at[j]), size)
+                out[j] = int.from_bytes(value, "little") if value else 0
+        return out
+
     def read_pointer(self, address: int) -> int:
         return self._ptr.unpack(self.read(address, self.pointer_size))[0]
 

@@ -111,16 +111,5 @@ def _read_words(win, slots: np.ndarray, space, ptr: int) -> np.ndarray:
     out[inside] = words[pos[inside]]
     outside = np.flatnonzero(~inside)
     if len(outside):  # objects that run past the window (large arrays): their slots read a run at a time
-        order = np.argsort(slots[outside], kind="stable")
-        at = slots[outside][order].astype(np.int64)
-        breaks = np.flatnonzero(np.diff(at) > _RUN_GAP) + 1
-        for run in np.split(np.arange(len(at)), breaks):
-            lo, hi = int(at[run[0]]), int(at[run[-1]]) + ptr
-            data = space.try_read(lo, hi - lo) if hi - lo <= _RUN_BYTES else None
-            which = outside[order[run]]
-            if data is not None:
-                out[which] = np.frombuffer(data, dtype=dtype)[(at[run] - lo) // ptr]
-                continue
-            for j in which.tolist():  # a run the dump does not wholly hold: slot by slot
-                out[j] = space.try_read_pointer(int(slots[j])) or 0
+        out[outside] = space.gather(slots[outside], ptr, _RUN_GAP, _RUN_BYTES)
     return out

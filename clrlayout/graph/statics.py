@@ -270,6 +270,16 @@ class Statics:
                     self._by_base.setdefault(gc, []).append(mt)
         return self._by_base
 
+    def arrays(self) -> set[int]:
+        """The start of each object[] the GC statics are kept in (a module's before .NET 9, a type's after): the
+        runtime's containers of static fields, which a leak report looks through (Eclipse MAT's class statics)."""
+        out = set()
+        for base in self._gc_bases():
+            array = self.array_at(base)
+            if array is not None and self.is_object_array(array[1]):
+                out.add(array[0])
+        return out
+
     def all_types(self) -> list[int]:
         """The MethodTables of every non-generic TypeDef of the modules of the known types (loaded: in their
         Module's map), instances or not."""

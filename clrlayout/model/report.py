@@ -39,30 +39,39 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
         return order[np.repeat(lo, counts) + offsets]
 
     heap = Heap(session)
-    tops = children(n)
+    tops = _through_statics(session, g, children(n), children)
     tops = tops[np.argsort(-retained[tops], kind="stable")]
     limit = threshold * live_bytes
     names = {}
 
+    def type_name_of_kind(kind: int) -> str:
+        if kind not in names:
+            mt = int(g.types[kind])
+            names[kind] = session.type_name(mt) or f"<unknown type, MT {mt:#x}>"
+        return names[kind]
+
     def type_name(node: int) -> str:
-        mt = g.method_table(node)
-        if mt not in names:
-            names[mt] = session.type_name(mt) or f"<unknown type, MT {mt:#x}>"
-        return names[mt]
+        return type_name_of_kind(int(g.kinds[node]))
 
     suspects = []
     for v in tops[retained[tops] >= limit].tolist():
         suspects.append(_suspect(session, heap, g, og, retained, count, children, type_name, kinds, v, top_types,
                                  live_bytes))
+    # the roots' objects by type: a type whose objects together retain the share is a suspect (MAT's "many
+    # small holders"); types are grouped by MethodTable first, then by name (one name, several MethodTables)
+    kinds_of = g.kinds[tops]
+    per_kind = np.bincount(kinds_of, weights=retained[tops].astype(np.float64), minlength=len(g.types))
+    objects_of = np.bincount(kinds_of, minlength=len(g.types))
     by_type: dict[str, list] = {}
-    for v in tops.tolist():
-        by_type.setdefault(type_name(v), []).append(v)
+    for k in np.flatnonzero(objects_of).tolist():
+        by_type.setdefault(type_name_of_kind(k), []).append(k)
     type_suspects = []
-    for name, nodes in by_type.items():
-        total = int(retained[nodes].sum())
-        if len(nodes) > 1 and total >= limit:
-            biggest = max(nodes, key=lambda v: int(retained[v]))
-            type_suspects.append({"type": name, "objects": len(nodes), "retained_size": total,
+    for name, ks in by_type.items():
+        total, objects = int(sum(per_kind[k] for k in ks)), int(sum(objects_of[k] for k in ks))
+        if objects > 1 and total >= limit:
+            mine = tops[np.isin(kinds_of, ks)]
+            biggest = int(mine[np.argmax(retained[mine])])
+            type_suspects.append({"type": name, "objects": objects, "retained_size": total,
                                   "share": total / live_bytes if live_bytes else 0.0,
                                   "biggest": int(g.addresses[biggest])})
     type_suspects.sort(key=lambda r: -r["retained_size"])
@@ -76,6 +85,20 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
             "roots": sorted({r.kind for r in og.roots.roots}), "suspects": suspects, "type_suspects": type_suspects,
             "tree": _tree(g, retained, children, type_name, tops[:TREE_CHILDREN * 4], 0),
             "growth": _growth(session, earlier, kinds), "inspections": _inspections(session, og)}
+
+
+def _through_statics(session, g, tops: np.ndarray, children) -> np.ndarray:
+    """The objects the virtual root dominates, the runtime's statics arrays replaced by what they dominate: a
+    static field is a root to its reader (MAT's class statics), not a part of one object[] that would retain
+    every static's graph (before .NET 9 one such array holds every static of a module)."""
+    if session.profile.method_table is None:
+        return tops
+    nodes = [g.node(a) for a in session.statics().arrays()]
+    arrays = np.array(sorted({v for v in nodes if v is not None}), dtype=tops.dtype)
+    if not len(arrays):
+        return tops
+    inside = np.isin(tops, arrays)
+    return np.concatenate([tops[~inside], children(tops[inside])])
 
 
 def _suspect(session, heap, g, og, retained, count, children, type_name, kinds, v, top_types, live_bytes) -> dict:
@@ -150,7 +173,9 @@ def _inspections(session, og) -> dict:
     g = og.graph
     queued = [g.node(r.object) for r in finalizer]
     queued = [q for q in queued if q is not None]
-    mm = memory_map(session)  # its walk of the heap for the free space, in parallel where it may
+    of_window, absorb, duplicates = _live_duplicates(session, og)
+    # one walk of the heap, in parallel where it may: the free space, and the live duplicate strings
+    mm = memory_map(session, also=(of_window, absorb))
     free = []
     if mm.gc is not None:
         for (heap, gen), (objects, size) in sorted(mm.gc.objects.items()):
@@ -162,34 +187,81 @@ def _inspections(session, og) -> dict:
     pinned = {g.node(r.object) for r in og.roots.roots if "pinned" in r.kind} - {None}
     return {"finalization_queue": {"objects": len(queued), "bytes": int(sum(int(g.aligned[q]) for q in queued))},
             "pinned": {"objects": len(pinned), "bytes": int(sum(int(g.aligned[p]) for p in pinned))},
-            "duplicate_strings": _duplicates(session, og), "sparse_collections": collections,
+            "duplicate_strings": duplicates(), "sparse_collections": collections,
             "event_handlers": delegates,
             "free_space": free,
             "memory": [{"kind": k, "ranges": v[0], "bytes": v[1]} for k, v in kinds.items()],
-            "native_heap": mm.native_heap}
+            "native_heap": mm.native_heap, **_native(session)}
+
+
+def _native(session) -> dict:
+    """glibc's arenas (the largest by system bytes) and the native leaks (in-use chunks nothing reaches: no
+    module's data, stack, register, other chunk or live managed object), the largest first (``native
+    --leaks``); nothing where the dump has no native heap read."""
+    from .native import native_heap_of
+
+    view = native_heap_of(session)
+    if view is None:
+        return {"native_arenas": None, "native_leaks": None}
+    arenas = sorted(view.arenas, key=lambda a: -a["system_bytes"])
+    count = size = by_dead = 0
+    largest: list = []
+    for row in view.leaks():
+        count, size = count + 1, size + row["size"]
+        by_dead += bool(row.get("held_by_dead"))
+        largest.append(row)
+        if len(largest) > 4 * TOP:
+            largest = sorted(largest, key=lambda r: -r["size"])[:TOP]
+    largest = sorted(largest, key=lambda r: -r["size"])[:TOP]
+    return {"native_arenas": {"count": len(arenas), "system_bytes": sum(a["system_bytes"] for a in arenas),
+                              "largest": arenas[:TOP]},
+            "native_leaks": {"count": count, "bytes": size, "held_by_dead": by_dead, "largest": largest,
+                             "missing": list(view.heap.missing)}}
 
 
 #: rows kept per inspection; a collection is sparse when its capacity is at least this many times its count
 TOP, SPARSE = 10, 2
 
 
-def _duplicates(session, og) -> dict:
-    """Live strings whose value another live string has too: the bytes the copies waste, the values that waste
-    most (``stats --type System.String --duplicates --live``)."""
+def _live_duplicates(session, og):
+    """Live strings whose value another live string has too (``stats --type System.String --duplicates --live``),
+    collected window by window: (of a window, absorb, finish) for :func:`memory_map`'s walk of the heap; finish
+    gives the bytes the copies waste and the values that waste most.  Without the exact walk the strings are
+    found on their own."""
     from ..analyses.stats import DuplicateCollector
 
     live = og.graph.addresses[og.live]
+
+    def live_only(batch):
+        at = np.searchsorted(live, batch.addresses)
+        keep = at < len(live)
+        keep[keep] = live[at[keep]] == batch.addresses[keep]
+        return batch.select(keep)
+
+    def of_window(win):
+        part = DuplicateCollector(session.profile, None)
+        for batch in session.window_batches(win):
+            part.add(live_only(batch))
+        return part
+
     dups = DuplicateCollector(session.profile, session.dump.memory)
-    try:
-        for batch in session.iter_batches():
-            at = np.searchsorted(live, batch.addresses)
-            keep = at < len(live)
-            keep[keep] = live[at[keep]] == batch.addresses[keep]
-            dups.add(batch.select(keep))
-        found, wasted = dups.finish()
-    finally:
-        dups.close()
-    return {"wasted_bytes": int(wasted), "values": [d.as_dict() for d in found[:TOP]]}
+    walked = []
+
+    def absorb(part):
+        walked.append(True)
+        dups.merge(part)
+
+    def finish() -> dict:
+        try:
+            if not walked and not (session.heap.exact and session.profile.method_table is not None):
+                for batch in session.iter_batches():
+                    dups.add(live_only(batch))
+            found, wasted = dups.finish()
+        finally:
+            dups.close()
+        return {"wasted_bytes": int(wasted), "values": [d.as_dict() for d in found[:TOP]]}
+
+    return of_window, absorb, finish
 
 
 def _is_delegate(session, mt: int) -> bool:
@@ -247,31 +319,32 @@ def _collections_and_delegates(session, og) -> tuple[dict, list]:
             continue
         nodes = np.flatnonzero((g.kinds == kind) & live)
         nodes = nodes[_biggest_target(og, nodes) >= (3 * ptr + 2 * ptr if is_delegate else 3 * ptr + 16 * 4)]
-        for node in nodes.tolist():  # only those that reference an array big enough to matter
-            address = int(g.addresses[node])
+        if not len(nodes):  # only those that reference an array big enough to matter
+            continue
+        addresses = g.addresses[nodes].astype(np.uint64)
 
-            def word(field: str, size: int = ptr) -> int:
-                data = space.try_read(address + fields[field].offset, size)
-                return int.from_bytes(data, "little") if data else 0
+        def words(field: str, size: int = ptr, at=addresses) -> np.ndarray:
+            return space.gather(at + np.uint64(fields[field].offset), size).astype(np.int64)
 
-            if is_delegate:
-                targets = word("_invocationCount")
-                if word("_invocationList") and targets >= 2:
-                    delegates.append({"address": address, "type": name, "targets": targets})
-                continue
-            array = word("_items" if is_list else "_entries")
-            if not array:
-                continue
-            length = space.try_read(array + ptr, 4)
-            capacity = int.from_bytes(length, "little") if length else 0
-            count = word("_size", 4) if is_list else word("_count", 4) - word("_freeCount", 4)
-            element = session.mts.get((space.try_read_pointer(array) or 0) & ~3)
-            slot = getattr(element, "component_size", 0) or 0
-            if capacity >= 16 and capacity >= SPARSE * max(count, 1):
-                wasted = (capacity - count) * slot
-                wasted_total += wasted
-                sparse.append({"address": address, "type": name, "count": count, "capacity": capacity,
-                               "wasted_bytes": wasted})
+        if is_delegate:
+            targets, lists = words("_invocationCount"), words("_invocationList")
+            for i in np.flatnonzero((lists != 0) & (targets >= 2)).tolist():
+                delegates.append({"address": int(addresses[i]), "type": name, "targets": int(targets[i])})
+            continue
+        arrays = words("_items" if is_list else "_entries").astype(np.uint64)
+        if is_list:
+            counts = words("_size", 4)
+        else:
+            counts = words("_count", 4) - words("_freeCount", 4)
+        has = arrays != 0
+        capacities = np.where(has, space.gather(arrays + np.uint64(ptr), 4).astype(np.int64), 0)
+        elements = np.where(has, space.gather(arrays, ptr), 0) & ~np.uint64(3)
+        for i in np.flatnonzero(has & (capacities >= 16) & (capacities >= SPARSE * np.maximum(counts, 1))).tolist():
+            element = session.mts.get(int(elements[i]))
+            wasted = int(capacities[i] - counts[i]) * (getattr(element, "component_size", 0) or 0)
+            wasted_total += wasted
+            sparse.append({"address": int(addresses[i]), "type": name, "count": int(counts[i]),
+                           "capacity": int(capacities[i]), "wasted_bytes": wasted})
     sparse.sort(key=lambda r: -r["wasted_bytes"])
     delegates.sort(key=lambda r: -r["targets"])
     statics = session.static_holders([r["address"] for r in delegates[:TOP]],

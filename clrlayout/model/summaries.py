@@ -26,9 +26,11 @@ def type_totals(session, selected=None, jobs: int | None = None, progress: Calla
 
 
 def memory_map(session, jobs: int | None = None, progress: Callable | None = None,
-               on_found: Callable[[int], None] = lambda n: None):
+               on_found: Callable[[int], None] = lambda n: None, also: tuple[Callable, Callable] | None = None):
     """:class:`~clrlayout.analyses.memory.MemoryMap`: every byte of the dump by kind, the address space, and
-    (with the exact walk and MethodTables) the GC heap's object and free bytes per heap and generation."""
+    (with the exact walk and MethodTables) the GC heap's object and free bytes per heap and generation.
+    ``also``: (of a window, absorb) — what else a caller collects from the same walk's windows, absorbed in heap
+    order (None when the walk is not made)."""
     from .. import parallel
     from ..analyses import memory as analysis
 
@@ -49,11 +51,16 @@ def memory_map(session, jobs: int | None = None, progress: Callable | None = Non
         gc = analysis.GcFigures()
 
         def collect(win):
-            return parallel.StepOutput(extra=analysis.gc_window(win, session.mts))
+            return parallel.StepOutput(extra=(analysis.gc_window(win, session.mts), also[0](win) if also else None))
+
+        def absorb(extra):
+            gc.merge(extra[0])
+            if also:
+                also[1](extra[1])
 
         session.string_method_table()
         parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
-                           progress=progress, on_found=on_found, absorb=gc.merge)
+                           progress=progress, on_found=on_found, absorb=absorb)
         gc.segments = analysis.segment_figures(session.heap.segments)
     split = None
     if view is not None:

@@ -16,20 +16,28 @@ WINDOW = 1 << 20
 
 
 class ChunkIndex:
-    """The user-data ranges of the in-use chunks, sorted, and a vectorized lookup of values into them."""
+    """The user-data ranges of the in-use chunks, sorted, and a vectorized lookup of values into them.  Only the
+    starts are kept (8 bytes and a 4-byte row a chunk); a range's end comes from the heap's own sizes."""
 
     def __init__(self, heap: NativeHeap):
         used = np.flatnonzero((heap.state == ch.IN_USE) | (heap.state == ch.MMAPPED))
         self.rows = used.astype(np.int32 if len(heap.state) < 2**31 else np.int64)  # index into the heap's arrays
-        # the chunk's own bytes: the 8 of the next chunk's prev_size that malloc_usable_size counts too are left
-        # out, as a pointer there is the allocator's pointer to the next chunk (a bin's, the arena's top)
-        self.end = heap.address[used]
-        self.end += heap.size[used]
-        self.start = heap.address[used]
+        del used
+        self.start = heap.address[self.rows]
         self.start += np.uint64(16)
+        self._heap = heap
+        #: the user data's bounds: no value outside them points into a chunk
+        self.lo = int(self.start[0]) if len(self.rows) else 0
+        self.hi = int(self.end_of(np.array([len(self.rows) - 1]))[0]) if len(self.rows) else 0
 
     def __len__(self) -> int:
         return len(self.start)
+
+    def end_of(self, k: np.ndarray) -> np.ndarray:
+        """The end of chunk ``k``'s own bytes (the 8 of the next chunk's prev_size that malloc_usable_size counts
+        too are left out, as a pointer there is the allocator's pointer to the next chunk: a bin's, the top)."""
+        rows = self.rows[k]
+        return self._heap.address[rows] + self._heap.size[rows]
 
     def lookup(self, values: np.ndarray) -> np.ndarray:
         """For each value, the index (into ``rows``) of the chunk whose user data it points into, else -1."""
@@ -37,7 +45,7 @@ class ChunkIndex:
             return np.full(len(values), -1, dtype=np.int64)
         k = np.searchsorted(self.start, values, side="right").astype(np.int64) - 1
         ok = k >= 0
-        ok[ok] = values[ok] < self.end[k[ok]]
+        ok[ok] = values[ok] < self.end_of(k[ok])
         return np.where(ok, k, -1)
 
 
@@ -104,7 +112,7 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
     level = np.zeros(n, dtype=np.uint8)
     if not n:
         return index, level
-    lo, hi = index.start[0], index.end[-1]
+    lo, hi = np.uint64(index.lo), np.uint64(index.hi)
 
     def mark_roots(values):
         values = values[(values >= lo) & (values < hi) & (values % np.uint64(8) == 0)]
@@ -118,33 +126,48 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
         mark_roots(np.array(t.registers, dtype=np.uint64))
     if extra_roots is not None:
         mark_roots(np.asarray(extra_roots, dtype=np.uint64))
-    src, dst = _edges(dump, heap, index)
-    if len(src) > 1 and (src[1:] < src[:-1]).any():  # the heaps are read in address order: sorted already
-        order = np.argsort(src, kind="stable")
-        src, dst = src[order], dst[order]
-        del order
-    starts = np.zeros(n + 1, dtype=np.int64)  # CSR row bounds: how many edges leave each chunk, summed
-    np.cumsum(np.bincount(src, minlength=n), out=starts[1:])
-    del src
+    starts, dst = _edges(dump, heap, index)
     frontier = np.flatnonzero(level == 1)
     while len(frontier):
-        first, counts = starts[frontier], starts[frontier + 1] - starts[frontier]
-        total = int(counts.sum())
-        if not total:
-            break
-        # every edge of the frontier at once: each row's first edge, then the offsets within the row
-        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        targets = np.unique(dst[np.repeat(first, counts) + offsets])
-        new = targets[level[targets] == 0]
-        level[new] = 2
-        frontier = new
+        found = []
+        for part in _batches(frontier, starts):  # a bounded number of edges at a time: bounded temporaries
+            first, counts = starts[part].astype(np.int64), (starts[part + 1] - starts[part]).astype(np.int64)
+            total = int(counts.sum())
+            if not total:
+                continue
+            # every edge of the part at once: each row's first edge, then the offsets within the row
+            offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+            offsets += np.repeat(first, counts)
+            targets = np.unique(dst[offsets])
+            del offsets
+            new = targets[level[targets] == 0]
+            level[new] = 2
+            found.append(new)
+        frontier = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
     return index, level
 
 
+#: edges followed at once in the breadth-first walk (its temporaries are about 24 bytes an edge)
+BATCH_EDGES = 1 << 18
+
+
+def _batches(frontier: np.ndarray, starts: np.ndarray):
+    """The frontier in parts of about BATCH_EDGES edges each (a chunk with more is a part of its own)."""
+    edges = np.cumsum((starts[frontier + 1] - starts[frontier]).astype(np.int64))
+    if int(edges[-1]) <= BATCH_EDGES or len(frontier) == 1:
+        yield frontier
+        return
+    cuts = np.searchsorted(edges, np.arange(BATCH_EDGES, int(edges[-1]), BATCH_EDGES), side="left") + 1
+    for part in np.split(frontier, np.unique(cuts)):
+        if len(part):
+            yield part
+
+
 def _edges(dump, heap: NativeHeap, index: ChunkIndex) -> tuple[np.ndarray, np.ndarray]:
-    """(source, target) chunk pairs: a word in the user data of one in-use chunk pointing into another's."""
+    """The chunk graph as rows: (starts, targets) — chunk k's edges are ``targets[starts[k]:starts[k + 1]]``, the
+    chunks a word of its user data points into (int32 both where they fit: 4 bytes a chunk and an edge)."""
     srcs, dsts = [], []
-    lo, hi = index.start[0], index.end[-1]
+    lo, hi = np.uint64(index.lo), np.uint64(index.hi)
     spans = [(s, e) for a in heap.arenas for s, e in a.heaps]
     mm = heap.state == ch.MMAPPED
     spans += [(int(a), int(a + s)) for a, s in zip(heap.address[mm], heap.size[mm])]
@@ -158,6 +181,18 @@ def _edges(dump, heap: NativeHeap, index: ChunkIndex) -> tuple[np.ndarray, np.nd
             ok = (source >= 0) & (target >= 0) & (source != target)
             srcs.append(source[ok].astype(np.int32))
             dsts.append(target[ok].astype(np.int32))
-    if not srcs:
-        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
-    return np.concatenate(srcs), np.concatenate(dsts)
+    n = len(index)
+    wide = np.int32 if n < 2**31 else np.int64
+    src = np.concatenate(srcs) if srcs else np.zeros(0, dtype=np.int32)
+    del srcs
+    if len(src) > 1 and (src[1:] < src[:-1]).any():  # the spans are read in address order: sorted already
+        order = np.argsort(src, kind="stable")
+        src = src[order]
+        dst = np.concatenate(dsts)[order] if dsts else np.zeros(0, dtype=np.int32)
+        del order
+    else:
+        dst = np.concatenate(dsts) if dsts else np.zeros(0, dtype=np.int32)
+    del dsts
+    starts = np.zeros(n + 1, dtype=wide if len(src) < 2**31 else np.int64)  # CSR row bounds
+    np.cumsum(np.bincount(src, minlength=n), out=starts[1:])
+    return starts, dst

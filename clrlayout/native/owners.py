@@ -24,7 +24,7 @@ def candidate_words(memory, ranges, addresses: np.ndarray, aligned: np.ndarray, 
     out_w, out_n, out_k = [], [], []
     if not len(index) or not len(addresses):
         return np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    lo, hi = index.start[0], index.end[-1]
+    lo, hi = np.uint64(index.lo), np.uint64(index.hi)
     ends = addresses + aligned.astype(np.uint64)
     for start, end in ranges:
         for at, values in _words(memory, start, end):

@@ -9,7 +9,7 @@ import json
 
 from .jsonout import dumps
 
-ADDRESS_KEYS = {"address", "biggest"}
+ADDRESS_KEYS = {"address", "biggest", "arena"}
 COLORS = {"gc-heap": "#4e79a7", "stack": "#f28e2b", "image": "#76b7b2", "runtime": "#59a14f",
           "mapped-file": "#edc948", "native": "#e15759"}
 
@@ -19,7 +19,7 @@ def _hexed(value):
         return {k: (f"{v:#x}" if k in ADDRESS_KEYS and isinstance(v, int) else _hexed(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [_hexed(v) for v in value]
-    return value
+    return value.hex() if isinstance(value, bytes) else value
 
 
 def as_json(report: dict) -> str:
@@ -116,10 +116,42 @@ def as_html(report: dict, title: str) -> str:
         parts.append(_table(["Native memory", "Bytes"], [[_e(k.replace("_", " ")), f"{native[k]:,}"] for k in
                                                          ("in_use", "free_in_arenas", "arena_overhead",
                                                           "mmapped_chunks", "other_native")]))
+    parts.extend(_native_parts(ins))
     parts.append('<h2 id="treemap-title">Dominator tree</h2><p>Click a box to look inside it; '
                  '<a href="#" id="treemap-up">up</a>.</p><div id="crumbs"></div><div id="treemap"></div>')
     tree = json.dumps(r["tree"]).replace("</", "<\\/")
     return PAGE.format(title=_e(title), body="\n".join(parts), tree=tree)
+
+
+def _native_parts(ins: dict) -> list:
+    """glibc's arenas and the native leaks (Linux cores whose native heap was read); addresses and previews as
+    the JSON has them (hex)."""
+    parts = []
+    arenas, leaks = ins.get("native_arenas"), ins.get("native_leaks")
+    if arenas:
+        parts.append(f"<h3>malloc arenas</h3><p>{arenas['count']:,} arenas hold <b>{arenas['system_bytes']:,}</b> "
+                     f"bytes from the system (<code>MALLOC_ARENA_MAX</code> caps their number).</p>")
+        parts.append(_table(["Arena", "Threads", "System bytes", "In use", "Free in bins/tcache/fastbins", "Top"],
+                            [[_e(a["address"]) + (" (main)" if a["main"] else ""),
+                              _e(", ".join(map(str, a["threads"])) or "-"), f"{a['system_bytes']:,}",
+                              f"{a['in_use']['bytes']:,}",
+                              f"{a['bins']['bytes'] + a['tcache']['bytes'] + a['fastbins']['bytes']:,}",
+                              f"{a['top_bytes']:,}"] for a in arenas["largest"]]))
+    if leaks:
+        held = f"; {leaks['held_by_dead']:,} of them held only by dead managed objects" if leaks["held_by_dead"] else ""
+        parts.append(f"<h3>Native leaks</h3><p><b>{leaks['count']:,}</b> in-use chunks, <b>{leaks['bytes']:,}</b> "
+                     f"bytes, that no module's data, stack, register, other chunk or live object points at{held}.</p>")
+        for missing in leaks["missing"]:
+            parts.append(f'<p class="note">{_e(missing)}</p>')
+        if leaks["largest"]:
+            parts.append(_table(["Chunk", "Size", "First bytes"],
+                                [[_e(c["address"]), f"{c['size']:,}",
+                                  f"<code>{_e(_spaced(c['preview'][:64]))}</code>"] for c in leaks["largest"]]))
+    return parts
+
+
+def _spaced(hexed: str) -> str:
+    return " ".join(hexed[i:i + 2] for i in range(0, len(hexed), 2))
 
 
 def _growth_lines(rows: list) -> str:
@@ -173,12 +205,32 @@ th, td {{ border-bottom: 1px solid #ddd; padding: 2px 10px; text-align: left; }}
   root.retained_size = root.children.reduce(function (a, c) {{ return a + c.retained_size; }}, 0);
   var path = [root], box = document.getElementById("treemap");
   var palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"];
-  function layout(items, x, y, w, h, out) {{  // slice and dice, largest first, alternating the cut
+  function worst(row, side) {{  // the worst aspect ratio of a row of areas laid along a side
+    var s = row.reduce(function (a, r) {{ return a + r.a; }}, 0), m = 1;
+    row.forEach(function (r) {{ m = Math.max(m, side * side * r.a / (s * s), s * s / (side * side * r.a)); }});
+    return m;
+  }}
+  function layout(items, x, y, w, h, out) {{  // squarified (Bruls, Huizing and van Wijk, 2000), largest first
     var total = items.reduce(function (a, c) {{ return a + c.retained_size; }}, 0);
-    items.forEach(function (c) {{
-      var f = total ? c.retained_size / total : 0;
-      if (w >= h) {{ out.push([c, x, y, w * f, h]); x += w * f; }} else {{ out.push([c, x, y, w, h * f]); y += h * f; }}
-    }});
+    if (!total || w <= 0 || h <= 0) {{ return out; }}
+    var rest = items.map(function (c) {{ return {{c: c, a: c.retained_size * w * h / total}}; }});
+    while (rest.length) {{
+      var side = Math.min(w, h), row = [], best = Infinity;
+      while (row.length < rest.length) {{
+        var next = worst(row.concat([rest[row.length]]), side);
+        if (row.length && next > best) {{ break; }}
+        row.push(rest[row.length]); best = next;
+      }}
+      rest = rest.slice(row.length);
+      var area = row.reduce(function (a, r) {{ return a + r.a; }}, 0), thick = area / side;
+      if (w >= h) {{  // a column at the left, as tall as the box
+        row.forEach(function (r) {{ out.push([r.c, x, y, thick, r.a / thick]); y += r.a / thick; }});
+        y -= side; x += thick; w -= thick;
+      }} else {{  // a row at the top, as wide as the box
+        row.forEach(function (r) {{ out.push([r.c, x, y, r.a / thick, thick]); x += r.a / thick; }});
+        x -= side; y += thick; h -= thick;
+      }}
+    }}
     return out;
   }}
   function draw() {{

@@ -102,6 +102,17 @@ def test_leaks_are_exactly_the_leaked_blocks(view, core):
     assert view.reach_counts()["through_chunks"]["count"] >= 9 * 4
 
 
+def test_the_walk_in_small_batches_reaches_the_same(view, core, monkeypatch):
+    """The breadth-first walk follows a bounded number of edges at a time: in parts of 3 edges it reaches exactly
+    what it reaches at once."""
+    from clrlayout.native import leaks
+
+    _, level = view._reach
+    monkeypatch.setattr(leaks, "BATCH_EDGES", 3)
+    _, small = leaks.reached(view._dump, view.heap, index=view._index)
+    assert (small == level).all() and (level == 2).sum() >= 9 * 4
+
+
 def test_command_json_and_chunks(core, capsys):
     code, stdout, stderr = run_cli(capsys, "native", str(core.path), "--format", "json")
     assert code == 0 and stderr == ""
@@ -280,6 +291,38 @@ def test_memory_splits_the_native_memory_as_malloc_does(owners_core, capsys):
     parts = ("in_use", "free_in_arenas", "arena_overhead", "mmapped_chunks", "other_native")
     assert sum(split[k] for k in parts) == native and split["other_native"] >= 0
     assert (split["missing"] is None) == ("-full" in raw.name)
+
+
+def test_report_names_the_native_leaks_and_arenas(owners_core, capsys, tmp_path):
+    """The report's native inspection is `native --leaks` and `native`'s arenas: the leaks' count and bytes, the
+    largest leaks among them, and on .NET 8 and 10 the target's leaked blocks in it (and none it holds)."""
+    raw, truth = owners_core
+    code, stdout, _ = run_cli(capsys, "native", str(raw), "--leaks", "--format", "jsonl")
+    leaks = [json.loads(line) for line in stdout.splitlines()]
+    code, stdout, _ = run_cli(capsys, "native", str(raw), "--format", "json")
+    arenas = json.loads(stdout)["arenas"]
+    code, stdout, _ = run_cli(capsys, "report", str(raw), "--format", "json")
+    assert code == 0
+    ins = json.loads(stdout)["inspections"]
+    found = ins["native_leaks"]
+    assert (found["count"], found["bytes"]) == (len(leaks), sum(r["size"] for r in leaks)) and found["count"]
+    assert found["held_by_dead"] == sum(1 for r in leaks if r.get("held_by_dead"))
+    biggest = sorted((r["size"] for r in leaks), reverse=True)[:len(found["largest"])]
+    assert [r["size"] for r in found["largest"]] == biggest
+    by_address = {r["address"]: r for r in leaks}
+    for r in found["largest"]:
+        assert r["preview"] == by_address[r["address"]]["preview"]
+    assert ins["native_arenas"]["count"] == len(arenas)
+    assert ins["native_arenas"]["system_bytes"] == sum(a["system_bytes"] for a in arenas)
+    page = tmp_path / "report.html"
+    assert run_cli(capsys, "report", str(raw), "-o", str(page))[0] == 0
+    text = page.read_text(encoding="utf-8")
+    assert f"<b>{found['count']:,}</b> in-use chunks, <b>{found['bytes']:,}</b> bytes" in text
+    assert found["largest"][0]["address"] in text and "malloc arenas" in text
+    if not truth["runtime"].startswith("3."):  # .NET Core 3.1's own blocks point at some of the target's
+        reported = {int(r["address"], 16) + 16 for r in leaks}
+        assert {b["block"] for b in truth["blocks"] if b["how"] in ("leaked", "dead")} <= reported
+        assert not reported & {b["block"] for b in truth["blocks"] if b["how"] not in ("leaked", "dead")}
 
 
 def test_fleet_writes_the_native_table(owners_core, capsys, tmp_path):

@@ -87,6 +87,25 @@ def test_the_page_in_chromium(browser, page):
     boxes = browser.find_elements(By.CSS_SELECTOR, "#treemap .node")
     tops = data["tree"]
     assert len(boxes) == len([t for t in tops if t["retained_size"] > 0])
+    # the boxes tile the treemap, each as big as its share of what the level retains, and squarified: the
+    # area-weighted aspect ratio near 1 (slices and dice give long thin strips)
+    rects = browser.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll('#treemap .node'), function (d) {"
+        " return [parseFloat(d.style.left), parseFloat(d.style.top), parseFloat(d.style.width),"
+        " parseFloat(d.style.height), parseInt(d.dataset.retained)]; });")
+    width, height = browser.execute_script("var b = document.getElementById('treemap');"
+                                           "return [b.clientWidth, b.clientHeight];")
+    total = sum(r[4] for r in rects)
+    for x, y, w, h, retained in rects:
+        assert abs(w * h / (width * height) - retained / total) < 1e-4  # the styles' pixels keep 3 decimals or so
+        assert -0.01 <= x and x + w <= width + 0.01 and -0.01 <= y and y + h <= height + 0.01
+    for i, a in enumerate(rects):  # no two overlap
+        for b in rects[i + 1:]:
+            overlap = max(0.0, min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])) * \
+                max(0.0, min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]))
+            assert overlap < 1  # square pixels: touching edges, rounded
+    aspect = sum(max(w / h, h / w) * w * h for _, _, w, h, _ in rects if w and h) / (width * height)
+    assert aspect < 3, aspect
     # the biggest box is the biggest retainer; clicking it shows its children
     first = max(boxes, key=lambda b: int(b.get_attribute("data-retained")))
     assert first.get_attribute("data-address") == tops[0]["address"]

@@ -86,3 +86,41 @@ def test_the_page_names_every_case(made, capsys, tmp_path):
     assert code == 0, err
     for text in ("Suspect 1", "Holder", "Publisher.Changed", "639,872", "799,920", "Objects waiting for finalization"):
         assert text in page, text
+
+
+@pytest.fixture(scope="module", params=["3.1.23", "8.0.4", "10.0.0"])
+def clean(request, target_build, tmp_path_factory):
+    """The same target as a healthy service ("clean"): garbage churned, and its state twelve parts of equal size,
+    each its own type held by its own static field."""
+    import sys
+
+    from tests.support.samples import SAMPLES
+
+    sys.path.insert(0, str(SAMPLES))
+    import make_dumps
+    import runtimes
+
+    raw, truth = make_dumps.make_linux(target_build, tmp_path_factory.mktemp("clean"),
+                                       runtime=runtimes.get(request.param), target="suspects", extra=("clean",))
+    yield raw, json.loads(truth.read_text())
+    raw.unlink()
+
+
+def test_a_clean_dump_has_no_suspect(clean, capsys):
+    """No object and no type retains a tenth of the live heap: the report names no suspect.  Before .NET 9 one
+    object[] holds every static of a module; the report looks through it (a static field is a root), or that
+    array would be a suspect retaining all of them."""
+    raw, truth = clean
+    report = _json(capsys, "report", str(raw), "--format", "json")
+    assert report["suspects"] == [] and report["type_suspects"] == []
+    # the twelve parts are the tree's top: each retains itself, its List, the List's array (capacity 128) and the
+    # items, x64 sizes; each under a tenth of the live heap
+    part = 24 + 32 + (24 + 128 * 8) + truth["component_items"] * _aligned(24 + truth["item_bytes"])
+    tops = [t for t in report["tree"] if t["type"].startswith("Component`1[")]
+    assert len(tops) == truth["components"] and {t["retained_size"] for t in tops} == {part}
+    assert part < 0.10 * report["live_bytes"] and report["tree"][:len(tops)] == tops
+    # the same dump with a lower threshold: the parts are the suspects, each found through its own static
+    low = _json(capsys, "report", str(raw), "--format", "json", "--threshold", "5")
+    assert {s["type"] for s in low["suspects"]} == {t["type"] for t in tops}
+    for s in low["suspects"]:
+        assert any((link["field"] or "").startswith("Program.C") for link in s["chain"]), s["chain"]

@@ -3,6 +3,9 @@
 // (no one object dominates them: a type is the suspect), handlers piling up on a static event, a List whose
 // capacity is far above its count, a storm of equal strings, and finalizable objects waiting in the queue behind
 // one whose finalizer blocks.  It writes what it made to its truth file, says READY and waits; any line ends it.
+// With "clean" after its two arguments it is a healthy service instead: it churns through garbage, and its live
+// state is twelve parts of equal size (each its own type, held by its own static), none of which retains a tenth of
+// the heap: no suspect.
 #pragma warning disable 0219, 0414
 using System;
 using System.Collections.Generic;
@@ -11,6 +14,17 @@ using System.IO;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
+
+class Component<T>
+{
+    public List<byte[]> Items = new List<byte[]>();
+
+    public Component(int count, int bytes)
+    {
+        for (int i = 0; i < count; i++)
+            Items.Add(new byte[bytes]);
+    }
+}
 
 class Holder
 {
@@ -62,8 +76,44 @@ static class Program
             new Finalizable();
     }
 
+    const int Components = 12, ComponentItems = 125, ItemBytes = 2000;
+
+    // a healthy service's state: twelve parts of equal size, each its own type held by its own static field
+    static Component<byte> C0; static Component<sbyte> C1; static Component<short> C2; static Component<ushort> C3;
+    static Component<int> C4; static Component<uint> C5; static Component<long> C6; static Component<ulong> C7;
+    static Component<float> C8; static Component<double> C9; static Component<char> C10; static Component<bool> C11;
+
+    static void Clean(string truth)
+    {
+        long churned = 0;
+        for (int round = 0; round < 200; round++)  // garbage: made, used and dropped
+        {
+            var batch = new List<string>();
+            for (int i = 0; i < 500; i++)
+                batch.Add(("request " + round + "/" + i).ToUpperInvariant());
+            churned += batch.Count;
+        }
+        C0 = new Component<byte>(ComponentItems, ItemBytes); C1 = new Component<sbyte>(ComponentItems, ItemBytes);
+        C2 = new Component<short>(ComponentItems, ItemBytes); C3 = new Component<ushort>(ComponentItems, ItemBytes);
+        C4 = new Component<int>(ComponentItems, ItemBytes); C5 = new Component<uint>(ComponentItems, ItemBytes);
+        C6 = new Component<long>(ComponentItems, ItemBytes); C7 = new Component<ulong>(ComponentItems, ItemBytes);
+        C8 = new Component<float>(ComponentItems, ItemBytes); C9 = new Component<double>(ComponentItems, ItemBytes);
+        C10 = new Component<char>(ComponentItems, ItemBytes); C11 = new Component<bool>(ComponentItems, ItemBytes);
+        GC.Collect();
+        File.WriteAllText(truth, "{\"clean\": true, \"components\": " + Components + ", \"component_items\": " +
+            ComponentItems + ", \"item_bytes\": " + ItemBytes + ", \"churned\": " + churned + ", \"runtime\": \"" +
+            Environment.Version + "\"}");
+        Console.WriteLine("READY " + Process.GetCurrentProcess().Id);
+        Console.ReadLine();
+    }
+
     static void Main(string[] args)
     {
+        if (args.Length > 2 && args[2] == "clean")
+        {
+            Clean(args[0]);
+            return;
+        }
         Cache = new Dictionary<string, byte[]>();
         for (int i = 0; i < CacheEntries; i++)
             Cache["entry-" + i] = new byte[CacheBytes];
