@@ -114,7 +114,7 @@ class ObjectFilter:
         return keep
 
     def accepts(self, obj) -> bool:
-        """Whether one object (a :class:`~clrlayout.heap.walk.HeapObject`) passes."""
+        """Whether one object (a :class:`~clrlayout.heap.walk.WalkedObject`) passes."""
         from ..heap.segments import HEAP_CODES
 
         return not ((self.min_size is not None and obj.size < self.min_size)

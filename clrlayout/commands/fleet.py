@@ -46,7 +46,7 @@ def fleet(dumps, out_dir, scheduler, workers, timeout, memory_mb, no_retained, f
     source = click.get_current_context().get_parameter_source("kinds")
     if no_retained and source is not None and source is not click.core.ParameterSource.DEFAULT:
         raise UsageError("--roots chooses the roots of the retained sizes: not with --no-retained")
-    limits = engine.Limits(timeout=timeout, memory=memory_mb << 20 if memory_mb else None, roots=tuple(kinds),
+    limits = engine.WorkerLimits(timeout=timeout, memory=memory_mb << 20 if memory_mb else None, roots=tuple(kinds),
                            retained=not no_retained)
     with FleetProgress() as progress:
         summary = engine.run(dumps, out_dir, scheduler=scheduler, workers=workers, limits=limits, force=force,

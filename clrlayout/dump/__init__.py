@@ -1,4 +1,4 @@
-"""Dump readers: one model (:class:`Dump`) over Windows minidumps and ELF cores.
+"""DumpFile readers: one model (:class:`DumpFile`) over Windows minidumps and ELF cores.
 
 ``open_dump`` recognises the format by its magic, never by the file name.  Each reader is the single place
 where third-party exceptions are converted into :mod:`clrlayout.errors` types.
@@ -10,9 +10,9 @@ from __future__ import annotations
 from .addrspace import FileSource
 from ..errors import DumpError, TruncatedDump, UnsupportedDump
 from ..limits import DEFAULT_LIMITS, Limits
-from .model import BoundedReader, Dump, Module
+from .model import BoundedReader, DumpFile, Module
 
-__all__ = ["BoundedReader", "Dump", "Module", "open_dump", "open_source", "sniff"]
+__all__ = ["BoundedReader", "DumpFile", "Module", "open_dump", "open_source", "sniff"]
 
 MDMP_MAGIC = b"MDMP"
 ELF_MAGIC = b"\x7fELF"
@@ -40,7 +40,7 @@ def _not_a_dump(magic: bytes, path: str):
     raise UnsupportedDump(f"not a minidump or ELF core (magic {magic.hex(' ')})", path)
 
 
-def open_dump(path: str, limits: Limits = DEFAULT_LIMITS) -> Dump:
+def open_dump(path: str, limits: Limits = DEFAULT_LIMITS) -> DumpFile:
     """Open a dump read-only, whatever its name: a file, or ``-`` for standard input, a pipe, or an xz, gzip
     or bzip2 file (copied, decompressed, to a temporary file first: :mod:`.spool`).  Raises only
     :class:`ClrLayoutError` subclasses."""
@@ -61,7 +61,7 @@ def open_dump(path: str, limits: Limits = DEFAULT_LIMITS) -> Dump:
         raise
 
 
-def open_source(source, path: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Dump:
+def open_source(source, path: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> DumpFile:
     """A dump from any source with ``pread`` and ``size`` (a file, or bytes for fuzzing and tests).  A file
     cut short is said first among its warnings: it explains much of what may follow."""
     magic = source.pread(0, 4)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
-from .model import REGISTER_NAMES, BoundedReader, Dump, FileMapping, Module, Thread
+from .model import REGISTER_NAMES, BoundedReader, DumpFile, FileMapping, Module, Thread
 from .redaction import NOTE_NAME, NOTE_TYPE, decode
 
 MACHINES = {"EM_X86_64": "x64", "EM_386": "x86", "EM_AARCH64": "arm64", "EM_ARM": "arm"}
@@ -49,7 +49,7 @@ class _Reader:
         self.warnings.append(message)
 
 
-def read_elf_core(path: str, source, limits: Limits) -> Dump:
+def read_elf_core(path: str, source, limits: Limits) -> DumpFile:
     try:
         return _read(path, source, limits)
     except ClrLayoutError:
@@ -58,7 +58,7 @@ def read_elf_core(path: str, source, limits: Limits) -> Dump:
         raise MalformedDump(f"unreadable ELF file: {type(e).__name__}: {e}", path) from e
 
 
-def _read(path: str, source, limits: Limits) -> Dump:
+def _read(path: str, source, limits: Limits) -> DumpFile:
     from elftools.elf.elffile import ELFFile
 
     r = _Reader(path, limits)
@@ -154,7 +154,7 @@ def _read(path: str, source, limits: Limits) -> Dump:
                          described=described)
     if space.overlaps:
         r.warn(f"{space.overlaps} PT_LOAD segments overlap others; the first copy is used")
-    return Dump(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
+    return DumpFile(path=path, format="elf-core", arch=arch, pointer_size=pointer_size, os="linux", memory=space,
                 modules=modules, threads=[_thread(space, *t) for t in threads], pid=pid, crash=crash,
                 process_name=process_name, warnings=r.warnings, container=container, file_size=source.size,
                 expected_size=expected, file_mappings=mappings, redaction=redaction)

@@ -21,7 +21,7 @@ from construct import Array, Bytes, Const, ConstructError, Int16ul, Int32ul, Int
 from .addrspace import AddressSpace
 from ..errors import MalformedDump, TruncatedDump
 from ..limits import Limits
-from .model import Dump, MemoryInfo, Module, Thread
+from .model import DumpFile, MemoryInfo, Module, Thread
 from .redaction import MAX_MARK, from_comment
 
 # --- raw structures (names as in minidumpapiset.h); also used by trim to write dumps ----------------
@@ -215,7 +215,7 @@ class _Reader:
         return self.fitting_count(entry, count, 4, item, what, limit_name)
 
 
-def read_minidump(path: str, source, limits: Limits) -> Dump:
+def read_minidump(path: str, source, limits: Limits) -> DumpFile:
     r = _Reader(path, source, limits)
     header = r.parse(MINIDUMP_HEADER, 0, "minidump header")
     container = MinidumpContainer(header=header)
@@ -249,7 +249,7 @@ def read_minidump(path: str, source, limits: Limits) -> Dump:
     expected = max([header.StreamDirectoryRva + len(container.directory) * DIRECTORY_ENTRY_SIZE]
                    + [rva + size for _, size, rva in container.directory if size]
                    + [offset + size for _, size, offset in regions])
-    return Dump(path=path, format="minidump", arch=arch, pointer_size=pointer_size, os=os_name,
+    return DumpFile(path=path, format="minidump", arch=arch, pointer_size=pointer_size, os=os_name,
                 memory=space, modules=modules, threads=threads, pid=pid, os_version=os_version,
                 memory_info=memory_info, file_size=source.size, expected_size=expected,
                 warnings=r.warnings, container=container, redaction=redaction, crash=crash)

@@ -1,4 +1,4 @@
-"""What every dump reader produces: the dumped process as a :class:`Dump` (its memory, modules, threads),
+"""What every dump reader produces: the dumped process as a :class:`DumpFile` (its memory, modules, threads),
 and the bounded file view third-party parsers read through."""
 
 from __future__ import annotations
@@ -93,8 +93,9 @@ class MemoryInfo:
 
 
 @dataclass
-class Dump:
-    """What every reader provides."""
+class DumpFile:
+    """What every reader provides: the dump file as read (the engine's; the model's :class:`clrlayout.Dump` is the
+    one users open)."""
 
     path: str
     format: str  # "minidump" | "elf-core"
@@ -160,7 +161,7 @@ class Dump:
     def close(self) -> None:
         self.memory.close()
 
-    def __enter__(self) -> "Dump":
+    def __enter__(self) -> "DumpFile":
         return self
 
     def __exit__(self, *exc) -> None:

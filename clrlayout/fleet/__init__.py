@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .worker import Limits
+from .worker import WorkerLimits
 
 
 @dataclass
@@ -25,8 +25,8 @@ class FleetSummary:
                 "seconds": round(self.seconds, 3), "error_codes": dict(sorted(self.error_codes.items()))}
 
 
-def run(items, out: str, *, scheduler: str | None = None, workers: int | None = None, limits: Limits = Limits(),
-        force: bool = False, on_start: Callable[[int], None] = lambda total: None,
+def run(items, out: str, *, scheduler: str | None = None, workers: int | None = None,
+        limits: WorkerLimits = WorkerLimits(), force: bool = False, on_start: Callable[[int], None] = lambda total: None,
         on_done: Callable[[str, dict], None] = lambda path, result: None) -> FleetSummary:
     """Analyses the dumps of ``items`` into the tables under ``out``; returns what was done.  ``on_start``
     gets the number of dumps to analyse, ``on_done`` each dump's result as it is written."""

@@ -10,7 +10,7 @@ import uuid
 from typing import Iterator
 
 from ..errors import ClrLayoutError, ExitCode
-from .worker import Limits, kill_running, run_isolated
+from .worker import WorkerLimits, kill_running, run_isolated
 
 
 class SchedulerError(ClrLayoutError):
@@ -24,7 +24,7 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def local(paths: list[str], limits: Limits, workers: int) -> Iterator[tuple[str, dict]]:
+def local(paths: list[str], limits: WorkerLimits, workers: int) -> Iterator[tuple[str, dict]]:
     """(path, rows) of each dump, as they finish, from ``workers`` processes at a time on this machine."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -47,7 +47,7 @@ def require_dask() -> None:
         raise SchedulerError("--scheduler needs Dask's distributed scheduler: pip install 'clrlayout[fleet]'")
 
 
-def dask(paths: list[str], limits: Limits, scheduler: str) -> Iterator[tuple[str, dict]]:
+def dask(paths: list[str], limits: WorkerLimits, scheduler: str) -> Iterator[tuple[str, dict]]:
     """(path, rows) of each dump, as they finish, from the workers of the Dask cluster at ``scheduler``
     (they need clrlayout installed, and the dumps at the same paths).  A task whose worker was lost is the
     dump's error row."""

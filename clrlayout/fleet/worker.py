@@ -28,7 +28,9 @@ OUT_OF_MEMORY = ("MemoryError", "std::bad_alloc", "Cannot allocate memory")
 
 
 @dataclass(frozen=True)
-class Limits:
+class WorkerLimits:
+    """What one fleet worker may take: seconds, data-segment bytes; and what it computes (roots, retained)."""
+
     timeout: float = 600.0  # seconds
     memory: int | None = None  # bytes of data segment; None: this machine's memory / its cores
     roots: tuple = ROOT_KINDS
@@ -44,7 +46,7 @@ def default_memory() -> int:
     return max(1 << 30, total // max(1, cores))
 
 
-def run_isolated(path: str, limits: Limits = Limits()) -> dict:
+def run_isolated(path: str, limits: WorkerLimits = WorkerLimits()) -> dict:
     """The rows of the dump at ``path`` (as :func:`clrlayout.fleet.analyse.analyse` gives them), from a child
     process; a child that runs past ``limits.timeout``, dies or writes no answer gives an error row."""
     memory = limits.memory or default_memory()

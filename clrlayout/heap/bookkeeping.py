@@ -11,7 +11,7 @@ size are plausible.  The DAC's ``GetGCBookkeepingMemoryRegions`` walks the same 
 
 from __future__ import annotations
 
-from ..dump import Dump, Module
+from ..dump import DumpFile, Module
 from .segments import GcDacVars, gc_interface, search_ranges
 
 PAGE = 4096
@@ -19,7 +19,7 @@ PAGE = 4096
 MAX_RECOUNT = 1 << 20
 
 
-def gc_bookkeeping(dump: Dump, dac_vars: GcDacVars | None, module: Module | None) -> list[tuple[int, int]]:
+def gc_bookkeeping(dump: DumpFile, dac_vars: GcDacVars | None, module: Module | None) -> list[tuple[int, int]]:
     """``(start, end)`` of every reservation of the GC's bookkeeping; [] where the runtime does not say."""
     if dac_vars is None or module is None:
         return []

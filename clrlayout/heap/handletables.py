@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dump import Dump
+from ..dump import DumpFile
 from .segments import GcDacVars, gc_interface, search_ranges
 
 
-def handle_table_map(dump: Dump, dac_vars: GcDacVars | None) -> int | None:
+def handle_table_map(dump: DumpFile, dac_vars: GcDacVars | None) -> int | None:
     """The address of the GC's first handle table map: from GcDacVars, else (GcDacVars 1.0) found by its shape
     in the runtime module's data; None when neither says."""
     if dac_vars is None:
@@ -33,7 +33,7 @@ def handle_table_map(dump: Dump, dac_vars: GcDacVars | None) -> int | None:
     return _map_by_shape(dump, module) if module is not None else None
 
 
-def _map_by_shape(dump: Dump, module) -> int | None:
+def _map_by_shape(dump: DumpFile, module) -> int | None:
     spec = gc_interface().get("handle_tables")
     space = dump.memory
     ptr = space.pointer_size
@@ -58,7 +58,7 @@ def _map_by_shape(dump: Dump, module) -> int | None:
     return None
 
 
-def handle_table_segments(dump: Dump, dac_vars: GcDacVars | None, at: int | None = None) -> list[tuple[int, int, int]]:
+def handle_table_segments(dump: DumpFile, dac_vars: GcDacVars | None, at: int | None = None) -> list[tuple[int, int, int]]:
     """``(start, end, slot)`` of every handle table segment (from the map at ``at``, else the one
     :func:`handle_table_map` finds); [] where the runtime does not say."""
     spec = gc_interface().get("handle_tables")

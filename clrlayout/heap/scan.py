@@ -39,7 +39,7 @@ from ..util.arrays import lookup
 from ..util.ranges import merged, without
 from ..findings import Findings
 from ..runtime.methodtable import MethodTables
-from ..dump import Dump
+from ..dump import DumpFile
 
 #: the largest object header (a bound's first object has its header before it)
 HEADER_ROOM = 8
@@ -56,7 +56,7 @@ def _mt_mask(profile, dt: np.dtype):
     return dt.type(((1 << (8 * profile.pointer_size)) - 1) ^ profile.object.method_table_unmask)
 
 
-def scan_ranges(dump: Dump, bounds: list | None = None) -> Iterator[tuple[int, int]]:
+def scan_ranges(dump: DumpFile, bounds: list | None = None) -> Iterator[tuple[int, int]]:
     """The memory the dump holds that can hold GC objects, in address order: not a module image or a mapped
     file (a minidump's MemoryInfoList says which ranges are), and inside ``bounds``, the ranges the GC's
     bookkeeping allows (``GcHeap.bounds``: end None = as far as the memory the dump holds goes)."""
@@ -69,7 +69,7 @@ def scan_ranges(dump: Dump, bounds: list | None = None) -> Iterator[tuple[int, i
     yield from without(runs, excluded)
 
 
-def iter_words(dump: Dump, min_words: int = 1, bounds: list | None = None):
+def iter_words(dump: DumpFile, min_words: int = 1, bounds: list | None = None):
     """(range low, range high, window address, window data, head, words) over the scanned memory, the
     words pointer-sized and pointer-aligned (``head`` bytes of the window come before the first)."""
     ptr = dump.memory.pointer_size
@@ -82,7 +82,7 @@ def iter_words(dump: Dump, min_words: int = 1, bounds: list | None = None):
                 yield lo, hi, addr, data, head, np.frombuffer(data, dtype=dt, count=n, offset=head)
 
 
-def learn_string_method_table(dump: Dump, mts: MethodTables, bounds: list | None = None) -> int | None:
+def learn_string_method_table(dump: DumpFile, mts: MethodTables, bounds: list | None = None) -> int | None:
     p = mts.profile
     ptr = p.pointer_size
     dt = _dtype(ptr, dump.memory.little_endian)
@@ -116,7 +116,7 @@ def learn_string_method_table(dump: Dump, mts: MethodTables, bounds: list | None
     return None
 
 
-def learn_method_tables(dump: Dump, mts: MethodTables, top: int = 1024, bounds: list | None = None) -> int | None:
+def learn_method_tables(dump: DumpFile, mts: MethodTables, top: int = 1024, bounds: list | None = None) -> int | None:
     """Validate the most frequent mapped, pointer-aligned words as MethodTables (they enter ``mts``);
     returns the free-object MethodTable if one of them is it."""
     p = mts.profile
@@ -143,7 +143,7 @@ def learn_method_tables(dump: Dump, mts: MethodTables, top: int = 1024, bounds: 
     return free
 
 
-def free_spans(dump: Dump, mts: MethodTables, free_mt: int, bounds: list | None = None) -> list[tuple[int, int]]:
+def free_spans(dump: DumpFile, mts: MethodTables, free_mt: int, bounds: list | None = None) -> list[tuple[int, int]]:
     """Disjoint, sorted (start, end) ranges covered by free objects (found by their MethodTable): dead bytes."""
     p = mts.profile
     ptr = p.pointer_size
@@ -174,7 +174,7 @@ def _inside(spans: list, starts: list, address: int) -> bool:
     return i >= 0 and spans[i][0] < address < spans[i][1]
 
 
-def iter_string_addresses(dump: Dump, mts: MethodTables, string_mt: int, findings: Findings,
+def iter_string_addresses(dump: DumpFile, mts: MethodTables, string_mt: int, findings: Findings,
                           bounds: list | None = None) -> Iterator[int]:
     """Addresses of string objects that pass the checks above, in address order (inside ``bounds``, the
     GC's ranges, where its bookkeeping could be read)."""
@@ -272,7 +272,7 @@ def _preceded_by_object(space, mts: MethodTables, o: int, lo: int, unmask: int) 
 LEARN_ROUNDS = 4
 
 
-def _object_ends(dump: Dump, mts: MethodTables, wanted: set, bounds: list | None = None) -> set:
+def _object_ends(dump: DumpFile, mts: MethodTables, wanted: set, bounds: list | None = None) -> set:
     """Addresses in ``wanted`` where an object of a known MethodTable ends (its successor's address).
 
     Objects lie back to back, so the word where an object ends is the next object's MethodTable: each round

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..dump import Dump, Module
+from ..dump import DumpFile, Module
 from ..dump.addrspace import AddressSpace
 from ..formats import load as load_format
 
@@ -158,7 +158,7 @@ def gc_interface(directory: str | None = None) -> dict:
 # --- finding GcDacVars ------------------------------------------------------------------------------
 
 
-def search_ranges(dump: Dump, module: Module) -> list[tuple[int, int]]:
+def search_ranges(dump: DumpFile, module: Module) -> list[tuple[int, int]]:
     """The runtime image and, for ELF cores, the anonymous mappings right after it (its .bss)."""
     hi = module.end
     if dump.format == "elf-core":
@@ -170,7 +170,7 @@ def search_ranges(dump: Dump, module: Module) -> list[tuple[int, int]]:
     return [(module.base, hi)]
 
 
-def find_gc_dac_vars(dump: Dump, module: Module, warnings: list) -> GcDacVars | None:
+def find_gc_dac_vars(dump: DumpFile, module: Module, warnings: list) -> GcDacVars | None:
     space = dump.memory
     ptr = space.pointer_size
     dtype = np.dtype("<u8" if ptr == 8 else "<u4") if space.little_endian else np.dtype(">u8" if ptr == 8 else ">u4")
@@ -328,7 +328,7 @@ class _Interface:
         return {name: self.space.unpack_pointer(raw, i * ptr) for i, name in enumerate(self.segment_fields)}
 
 
-def finalize_queues(dump: Dump, dv: GcDacVars | None) -> list[int]:
+def finalize_queues(dump: DumpFile, dv: GcDacVars | None) -> list[int]:
     """The address of each GC heap's finalization queue (``CFinalize``, whose first words are its fill
     pointers: ``gcinterface.dac.h`` dac_finalize_queue); [] where the GC does not say."""
     if dv is None:
@@ -353,7 +353,7 @@ def _segment_ok(seg: dict, pointer_size: int) -> bool:
         and seg["mem"] <= seg["committed"] <= seg["reserved"]
 
 
-def find_gc_heap(dump: Dump, module: Module | None, limits=None) -> GcHeap:
+def find_gc_heap(dump: DumpFile, module: Module | None, limits=None) -> GcHeap:
     """The exact heap from GcDacVars; else a GcHeap of method "object-scan" whose warnings say why."""
     heap = GcHeap(method="gc-dac-vars")
     if module is None:

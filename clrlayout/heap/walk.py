@@ -22,8 +22,9 @@ from ..runtime.methodtable import MethodTable, MethodTables
 
 
 @dataclass(frozen=True)
-class HeapObject:
-    """One object of the GC heap, as ``!dumpheap`` lists it."""
+class WalkedObject:
+    """One object of the GC heap as the walk finds it, as ``!dumpheap`` lists it (the engine's record; the model's
+    :class:`~clrlayout.model.heap.HeapObject` is the object users get)."""
 
     address: int  #: the object pointer (the address of its MethodTable pointer)
     method_table: int  #: the MethodTable address, GC bits masked
@@ -51,11 +52,11 @@ class HeapWalker:
         self._u32 = struct.Struct(e + "I")
         self._np_word = np.dtype(e + ("u8" if ptr == 8 else "u4"))
 
-    def iter_objects(self, segments) -> Iterator[HeapObject]:
+    def iter_objects(self, segments) -> Iterator[WalkedObject]:
         for seg in segments:
             yield from self.iter_segment(seg)
 
-    def iter_segment(self, seg: Segment) -> Iterator[HeapObject]:
+    def iter_segment(self, seg: Segment) -> Iterator[WalkedObject]:
         p = self.profile
         ptr = p.pointer_size
         unmask = ~p.object.method_table_unmask
@@ -111,7 +112,7 @@ class HeapWalker:
                     return
                 pos = nxt
                 continue
-            yield HeapObject(pos, mt.address, size, aligned, ncomp, mt, seg)
+            yield WalkedObject(pos, mt.address, size, aligned, ncomp, mt, seg)
             pos += aligned
 
     # --- anomalies, reported the same way by both walkers -------------------------------------------

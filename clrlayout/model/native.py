@@ -197,7 +197,7 @@ class NativeHeapView:
 
 
 def native_heap(dump, session=None) -> NativeHeapView:
-    """The native heap of an open :class:`clrlayout.dump.Dump` (the reader's); ``session``: the .NET engine over
+    """The native heap of an open :class:`clrlayout.dump.DumpFile` (the reader's); ``session``: the .NET engine over
     the same dump, for owners and for the managed side of the leaks (and its GC heap, where no mmapped chunk is
     looked for)."""
     segments = [(seg.start, max(seg.end, seg.committed or 0)) for seg in session.heap.segments] \

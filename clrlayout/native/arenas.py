@@ -165,6 +165,9 @@ def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str, exclude=()) 
     heap = NativeHeap(libc, layout, layout_from, main, mp, par, arenas, [], findings=findings, missing=missing,
                       **cols)
     _mark_free_lists(dump, heap)
+    from ..util.allocator import release_freed
+
+    release_freed()  # the walk's lists and temporaries: what comes next (figures, leaks) starts from the columns
     return heap
 
 

@@ -75,21 +75,33 @@ def arena_rows(heap: NativeHeap) -> list[dict]:
     return rows
 
 
+#: chunks looked at a time where a figure needs temporaries per chunk (bounded memory)
+SLICE = 1 << 18
+_POWERS = np.uint64(1) << np.arange(64, dtype=np.uint64)
+
+
 def size_classes(heap: NativeHeap, arena: int | None = None) -> list[dict]:
-    """Chunks by size class (powers of two of the chunk size), in use and free (tcache, fastbins, bins)."""
-    mask = np.isin(heap.state, (ch.IN_USE, ch.TCACHE, ch.FASTBIN, ch.BIN, ch.MMAPPED))
-    if arena is not None:
-        mask &= heap.arena == arena
-    size, state = heap.size[mask], heap.state[mask]
-    if not len(size):
-        return []
-    bucket = np.floor(np.log2(np.maximum(size, 1).astype(np.float64))).astype(np.int64)
+    """Chunks by size class (powers of two of the chunk size), in use and free (tcache, fastbins, bins), counted a
+    slice of the chunks at a time."""
+    counts = np.zeros(128, dtype=np.int64)
+    sums = np.zeros(128, dtype=np.int64)
+    for at in range(0, len(heap.size), SLICE):
+        state = heap.state[at:at + SLICE]
+        mask = np.isin(state, (ch.IN_USE, ch.TCACHE, ch.FASTBIN, ch.BIN, ch.MMAPPED))
+        if arena is not None:
+            mask &= heap.arena[at:at + SLICE] == arena
+        size = heap.size[at:at + SLICE][mask]
+        bucket = np.searchsorted(_POWERS, np.maximum(size, np.uint64(1)), side="right") - 1
+        key = bucket * 2 + np.isin(state[mask], (ch.IN_USE, ch.MMAPPED))
+        counts += np.bincount(key, minlength=128)
+        for k in np.flatnonzero(np.bincount(key, minlength=128)):  # exact sums (no float weights)
+            sums[k] += int(size[key == k].sum())
     rows = []
-    for b in np.unique(bucket):
-        sel = bucket == b
-        used = sel & np.isin(state, (ch.IN_USE, ch.MMAPPED))
-        rows.append({"from": int(1 << int(b)), "to": int((1 << (int(b) + 1)) - 1),
-                     "in_use": _count(used, size), "free": _count(sel & ~used, size)})
+    for b in range(64):
+        if counts[2 * b] or counts[2 * b + 1]:
+            rows.append({"from": 1 << b, "to": (1 << (b + 1)) - 1,
+                         "in_use": {"count": int(counts[2 * b + 1]), "bytes": int(sums[2 * b + 1])},
+                         "free": {"count": int(counts[2 * b]), "bytes": int(sums[2 * b])}})
     return rows
 
 

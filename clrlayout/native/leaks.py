@@ -16,37 +16,38 @@ WINDOW = 1 << 20
 
 
 class ChunkIndex:
-    """The user-data ranges of the in-use chunks, sorted, and a vectorized lookup of values into them.  Only the
-    starts are kept (8 bytes and a 4-byte row a chunk); a range's end comes from the heap's own sizes."""
+    """The in-use chunks (their rows in the heap's arrays, 4 bytes a chunk) and a vectorized lookup of values into
+    their user data, searched in the heap's own sorted addresses: no copy of them is kept."""
 
     def __init__(self, heap: NativeHeap):
-        used = np.flatnonzero((heap.state == ch.IN_USE) | (heap.state == ch.MMAPPED))
-        self.rows = used.astype(np.int32 if len(heap.state) < 2**31 else np.int64)  # index into the heap's arrays
-        del used
-        self.start = heap.address[self.rows]
-        self.start += np.uint64(16)
+        used = (heap.state == ch.IN_USE) | (heap.state == ch.MMAPPED)
+        self._used = used  # 1 byte a chunk: whether a chunk found by address is one of the in-use ones
+        self.rows = np.flatnonzero(used).astype(np.int32 if len(heap.state) < 2**31 else np.int64)
         self._heap = heap
         #: the user data's bounds: no value outside them points into a chunk
-        self.lo = int(self.start[0]) if len(self.rows) else 0
-        self.hi = int(self.end_of(np.array([len(self.rows) - 1]))[0]) if len(self.rows) else 0
+        first, last = (int(self.rows[0]), int(self.rows[-1])) if len(self.rows) else (0, 0)
+        self.lo = int(heap.address[first]) + 16 if len(self.rows) else 0
+        self.hi = int(heap.address[last] + heap.size[last]) if len(self.rows) else 0
 
     def __len__(self) -> int:
-        return len(self.start)
-
-    def end_of(self, k: np.ndarray) -> np.ndarray:
-        """The end of chunk ``k``'s own bytes (the 8 of the next chunk's prev_size that malloc_usable_size counts
-        too are left out, as a pointer there is the allocator's pointer to the next chunk: a bin's, the top)."""
-        rows = self.rows[k]
-        return self._heap.address[rows] + self._heap.size[rows]
+        return len(self.rows)
 
     def lookup(self, values: np.ndarray) -> np.ndarray:
-        """For each value, the index (into ``rows``) of the chunk whose user data it points into, else -1."""
-        if not len(self.start) or not len(values):
+        """For each value, the index (into ``rows``) of the chunk whose user data it points into, else -1: the
+        chunk's own bytes, from 16 past its start to its end (the 8 of the next chunk's prev_size that
+        malloc_usable_size counts too are left out, as a pointer there is the allocator's pointer to the next
+        chunk: a bin's, the top)."""
+        h = self._heap
+        if not len(self.rows) or not len(values):
             return np.full(len(values), -1, dtype=np.int64)
-        k = np.searchsorted(self.start, values, side="right").astype(np.int64) - 1
-        ok = k >= 0
-        ok[ok] = values[ok] < self.end_of(k[ok])
-        return np.where(ok, k, -1)
+        i = np.searchsorted(h.address, values, side="right").astype(np.int64) - 1
+        ok = i >= 0
+        ok[ok] = self._used[i[ok]]
+        at = i[ok]
+        ok[ok] = (values[ok] >= h.address[at] + np.uint64(16)) & (values[ok] < h.address[at] + h.size[at])
+        k = np.full(len(values), -1, dtype=np.int64)
+        k[ok] = np.searchsorted(self.rows, i[ok])
+        return k
 
 
 def _words(memory, start: int, end: int):
@@ -107,6 +108,9 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
             index: ChunkIndex | None = None) -> tuple[ChunkIndex, np.ndarray]:
     """The chunk index and, per in-use chunk, whether anything reaches it (0: leaked; 1: a root points into it;
     2: only other chunks do)."""
+    from ..util.allocator import release_freed
+
+    release_freed()  # what reading the heap freed goes back to the kernel: the chunk graph is made next
     index = index if index is not None else ChunkIndex(heap)
     n = len(index)
     level = np.zeros(n, dtype=np.uint8)
@@ -127,12 +131,14 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
     if extra_roots is not None:
         mark_roots(np.asarray(extra_roots, dtype=np.uint64))
     starts, dst = _edges(dump, heap, index)
-    frontier = np.flatnonzero(level == 1)
-    while len(frontier):
+    # the frontier as a list of int32 arrays, made a slice of the chunks at a time: nothing as long as the heap
+    frontier = [np.flatnonzero(level[at:at + BATCH_CHUNKS] == 1).astype(np.int32) + np.int32(at)
+                for at in range(0, n, BATCH_CHUNKS)]
+    while frontier:
         found = []
-        for part in _batches(frontier, starts):  # a bounded number of edges at a time: bounded temporaries
+        for part in (p for piece in frontier for p in _batches(piece, starts)):  # a bounded number of edges at
             first, counts = starts[part].astype(np.int64), (starts[part + 1] - starts[part]).astype(np.int64)
-            total = int(counts.sum())
+            total = int(counts.sum())  # a time: bounded temporaries
             if not total:
                 continue
             # every edge of the part at once: each row's first edge, then the offsets within the row
@@ -142,25 +148,32 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
             del offsets
             new = targets[level[targets] == 0]
             level[new] = 2
-            found.append(new)
-        frontier = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+            if len(new):
+                found.append(new)
+        frontier = found
     return index, level
 
 
-#: edges followed at once in the breadth-first walk (its temporaries are about 24 bytes an edge)
-BATCH_EDGES = 1 << 18
+#: edges followed at once in the breadth-first walk (its temporaries are about 24 bytes an edge), and chunks
+#: looked at a time (about 30 bytes a chunk)
+BATCH_EDGES, BATCH_CHUNKS = 1 << 17, 1 << 16
 
 
 def _batches(frontier: np.ndarray, starts: np.ndarray):
-    """The frontier in parts of about BATCH_EDGES edges each (a chunk with more is a part of its own)."""
-    edges = np.cumsum((starts[frontier + 1] - starts[frontier]).astype(np.int64))
-    if int(edges[-1]) <= BATCH_EDGES or len(frontier) == 1:
-        yield frontier
-        return
-    cuts = np.searchsorted(edges, np.arange(BATCH_EDGES, int(edges[-1]), BATCH_EDGES), side="left") + 1
-    for part in np.split(frontier, np.unique(cuts)):
-        if len(part):
-            yield part
+    """The frontier in parts of about BATCH_EDGES edges each (a chunk with more is a part of its own), looked at
+    BATCH_CHUNKS chunks at a time: nothing the size of the whole frontier is made."""
+    for at in range(0, len(frontier), BATCH_CHUNKS):
+        piece = frontier[at:at + BATCH_CHUNKS]
+        if not len(piece):
+            continue
+        edges = np.cumsum((starts[piece + 1] - starts[piece]).astype(np.int64))
+        if int(edges[-1]) <= BATCH_EDGES or len(piece) == 1:
+            yield piece
+            continue
+        cuts = np.searchsorted(edges, np.arange(BATCH_EDGES, int(edges[-1]), BATCH_EDGES), side="left") + 1
+        for part in np.split(piece, np.unique(cuts)):
+            if len(part):
+                yield part
 
 
 def _edges(dump, heap: NativeHeap, index: ChunkIndex) -> tuple[np.ndarray, np.ndarray]:
@@ -181,18 +194,25 @@ def _edges(dump, heap: NativeHeap, index: ChunkIndex) -> tuple[np.ndarray, np.nd
             ok = (source >= 0) & (target >= 0) & (source != target)
             srcs.append(source[ok].astype(np.int32))
             dsts.append(target[ok].astype(np.int32))
+    from ..util.allocator import release_freed
+
+    release_freed()  # the windows' temporaries: the rows are made next
     n = len(index)
-    wide = np.int32 if n < 2**31 else np.int64
     src = np.concatenate(srcs) if srcs else np.zeros(0, dtype=np.int32)
     del srcs
+    order = None
     if len(src) > 1 and (src[1:] < src[:-1]).any():  # the spans are read in address order: sorted already
         order = np.argsort(src, kind="stable")
         src = src[order]
-        dst = np.concatenate(dsts)[order] if dsts else np.zeros(0, dtype=np.int32)
-        del order
-    else:
-        dst = np.concatenate(dsts) if dsts else np.zeros(0, dtype=np.int32)
+    # CSR row bounds from the sorted sources, a slice of rows at a time (no count array as long as the heap)
+    starts = np.zeros(n + 1, dtype=np.int32 if len(src) < 2**31 else np.int64)
+    for lo in range(0, n + 1, 1 << 16):
+        hi = min(n + 1, lo + (1 << 16))
+        starts[lo:hi] = np.searchsorted(src, np.arange(lo, hi, dtype=src.dtype), side="left")
+    del src
+    dst = np.concatenate(dsts) if dsts else np.zeros(0, dtype=np.int32)
     del dsts
-    starts = np.zeros(n + 1, dtype=wide if len(src) < 2**31 else np.int64)  # CSR row bounds
-    np.cumsum(np.bincount(src, minlength=n), out=starts[1:])
+    if order is not None:
+        dst = dst[order]
+    release_freed()  # the lists the rows were made from
     return starts, dst

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from construct import ConstructError, Int32ul, Int64ul, Struct
 
-from ..dump import Dump, Module
+from ..dump import DumpFile, Module
 from .image import same_file
 from ..formats import load as load_format
 
@@ -70,7 +70,7 @@ class _ModuleBytes:
     """The runtime module's bytes at their addresses in the process: the dump's copy, else the module's file
     on this machine (with its pointers relocated as the loader relocated them)."""
 
-    def __init__(self, dump: Dump, module: Module, search: list | tuple = ()):
+    def __init__(self, dump: DumpFile, module: Module, search: list | tuple = ()):
         self.dump = dump
         self.space = dump.memory
         self.module = module
@@ -127,7 +127,7 @@ class _ImageFile:
         self.size = os.fstat(f.fileno()).st_size
 
     @staticmethod
-    def open(dump: Dump, module: Module, search=()) -> "_ImageFile | None":
+    def open(dump: DumpFile, module: Module, search=()) -> "_ImageFile | None":
         """The module's file: at the path the dump names, else by its name in one of the ``search``
         directories; only the file the dump mapped (the same headers)."""
         candidates = [module.path] + [os.path.join(d, module.name) for d in search]
@@ -278,7 +278,7 @@ def _header_struct(fields: list, pointer_size: int) -> Struct:
     return Struct(*[name / types[kind] for name, kind in fields])
 
 
-def find_contract_descriptor(dump: Dump, module: Module | None, search: list | tuple = (),
+def find_contract_descriptor(dump: DumpFile, module: Module | None, search: list | tuple = (),
                              directory: str | None = None) -> ContractDescriptor | str:
     """The runtime's contract descriptor, or a sentence saying why there is none.  ``search``: directories
     where the runtime's file may be when it is not at the path the dump names (``--assemblies``)."""
@@ -303,7 +303,7 @@ def find_contract_descriptor(dump: Dump, module: Module | None, search: list | t
         image.close()
 
 
-def _scan_dump(dump: Dump, module: Module, spec: dict, header: Struct) -> int | None:
+def _scan_dump(dump: DumpFile, module: Module, spec: dict, header: Struct) -> int | None:
     """The descriptor in the dump's copy of the module: its magic, pointer-aligned, with valid flags."""
     magic = spec["magic"].to_bytes(8, "little")
     for at, data in dump.memory.iter_windows(module.base, module.end, record=False):

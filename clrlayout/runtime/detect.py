@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..errors import RuntimeNotFound
 from .image import ImageVersion, holds_runtime, image_version
 from .profiles import Profile, parse_version, select_profile
-from ..dump import Dump, Module
+from ..dump import DumpFile, Module
 
 # module file name -> flavor (case-insensitive)
 RUNTIME_MODULES = {
@@ -68,7 +68,7 @@ def _version_from_file_version(flavor: str, fv: tuple[int, int, int, int]) -> st
     return None
 
 
-def detect_runtime(dump: Dump) -> RuntimeInfo:
+def detect_runtime(dump: DumpFile) -> RuntimeInfo:
     """The CLR in the dump: a runtime module of the module list, or an executable that carries one (a
     single-file app); :class:`RuntimeNotFound` when there is none.  Its version comes from the binary -- its
     own version string, else the version resource a minidump records -- and from the module path only when
@@ -114,7 +114,7 @@ def _version(flavor: str, module: Module, image: ImageVersion | None) -> tuple[s
     return None, "unknown"
 
 
-def _single_file_runtime(dump: Dump) -> Module | None:
+def _single_file_runtime(dump: DumpFile) -> Module | None:
     """The executable of a single-file app: the main module, when it carries the runtime.  (Only the main
     module is looked for: a minidump lists it first; an ELF core names the process after it.)"""
     name = (dump.process_name or "").lower()
@@ -127,5 +127,5 @@ def _single_file_runtime(dump: Dump) -> Module | None:
     return None
 
 
-def profile_for(dump: Dump, runtime: RuntimeInfo, directory=None) -> Profile:
+def profile_for(dump: DumpFile, runtime: RuntimeInfo, directory=None) -> Profile:
     return select_profile(runtime.flavor, dump.arch, runtime.version_tuple, directory)

@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..dump import Dump, Module
+from ..dump import DumpFile, Module
 
 SCCSID = re.compile(rb"@\(#\)Version (\d+)\.(\d+)\.(\d+)\.(\d+)(?: @Commit: ([0-9a-f]{7,40}))?"
                     rb"(?: @BuiltBy: [^ \0]{1,80})?(?: @Branch: release/(\d+\.\d+)[^ \0]{0,40})?"
@@ -52,7 +52,7 @@ class ImageVersion:
                 + (f", commit {self.commit[:12]}" if self.commit else ""))
 
 
-def _chunks_in_dump(dump: Dump, module: Module):
+def _chunks_in_dump(dump: DumpFile, module: Module):
     """The module's bytes the dump holds, in windows that overlap by a little (a match may straddle two)."""
     overlap = 128
     for address, data in dump.memory.iter_windows(module.base, module.end, window=CHUNK):
@@ -74,7 +74,7 @@ def _headers_size(first: bytes) -> int:
     return size if 0 < size <= len(first) else len(first)
 
 
-def same_file(dump: Dump, module: Module, path: str) -> bool:
+def same_file(dump: DumpFile, module: Module, path: str) -> bool:
     """Whether the file at ``path`` is the module the dump mapped: its headers equal the dump's copy of the
     module's (when the dump has none, the name is all there is to go by)."""
     if not os.path.isfile(path):
@@ -105,7 +105,7 @@ def _chunks_on_disk(path: str):
         return
 
 
-def find_in_module(dump: Dump, module: Module, pattern) -> tuple[re.Match | int, str] | None:
+def find_in_module(dump: DumpFile, module: Module, pattern) -> tuple[re.Match | int, str] | None:
     """The first match of ``pattern`` (a compiled regex, or bytes) in the module's bytes: in the dump, else in
     the file on this machine at the module's path; with where it was found."""
     def search(chunks, where):
@@ -130,7 +130,7 @@ def find_in_module(dump: Dump, module: Module, pattern) -> tuple[re.Match | int,
     return found
 
 
-def image_version(dump: Dump, module: Module) -> ImageVersion | None:
+def image_version(dump: DumpFile, module: Module) -> ImageVersion | None:
     """The version string of a CoreCLR binary (libcoreclr.so, coreclr.dll, or a single-file executable)."""
     found = find_in_module(dump, module, SCCSID)
     if found is None:
@@ -142,6 +142,6 @@ def image_version(dump: Dump, module: Module) -> ImageVersion | None:
                         branch.decode() if branch else None)
 
 
-def holds_runtime(dump: Dump, module: Module) -> bool:
+def holds_runtime(dump: DumpFile, module: Module) -> bool:
     """Whether the module carries a runtime (a single-file app's executable does)."""
     return find_in_module(dump, module, RUNTIME_INFO) is not None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..dump import Dump
+from ..dump import DumpFile
 from ..errors import ClrLayoutError, HeapNotFound, TruncatedDump, TypeNotFound
 from ..findings import Findings
 from ..heap.scan import learn_string_method_table
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the contract descriptor is looked for on .NET 9+ only: impo
 class Session(Describe, TypeSystem, Walks, RuntimeMemory):
     """An open dump and what was found in it.  Use as a context manager (it holds the file open)."""
 
-    dump: Dump
+    dump: DumpFile
     runtime: RuntimeInfo
     profile: Profile
     heap: GcHeap

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..dump import Dump, open_dump
+from ..dump import DumpFile, open_dump
 from ..errors import HeapNotFound, RuntimeNotFound, TruncatedDump, UsageError
 from ..findings import Findings
 from ..heap.segments import GcHeap, find_gc_heap
@@ -25,7 +25,7 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
                  limits: Limits = DEFAULT_LIMITS, assemblies=None) -> Session:
     """Open a dump and find its runtime, layout profile and GC heap.
 
-    ``path``: a minidump or ELF core (or an already opened :class:`~clrlayout.dump.Dump`).
+    ``path``: a minidump or ELF core (or an already opened :class:`~clrlayout.dump.DumpFile`).
     ``mt``: the System.String MethodTable, if it cannot be found (Mono).
     ``profile``: a layout profile ``NAME[@VERSION]`` to use instead of the one the runtime selects.
     ``heap``: "auto" walks the heap exactly when its bounds are found and scans otherwise; "scan" always
@@ -35,7 +35,7 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
 
     Raises only :class:`~clrlayout.errors.ClrLayoutError` subclasses, each with its exit code.
     """
-    dump = path if isinstance(path, Dump) else open_dump(os.fspath(path), limits)
+    dump = path if isinstance(path, DumpFile) else open_dump(os.fspath(path), limits)
     path = dump.path
     try:
         warnings = list(dump.warnings)
@@ -77,7 +77,7 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
         raise
 
 
-def _contract(dump: Dump, runtime: RuntimeInfo, profile: Profile, search: list) \
+def _contract(dump: DumpFile, runtime: RuntimeInfo, profile: Profile, search: list) \
         -> tuple[ContractDescriptor | str, CheckResult | None]:
     """The runtime's contract descriptor (or why there is none) and the profile and type-system layout checked
     against it; ``search``: directories the runtime's file may be in (``assemblies``)."""

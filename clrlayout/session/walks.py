@@ -10,7 +10,7 @@ import numpy as np
 
 from ..findings import FindingKind, Findings
 from ..heap.scan import iter_string_addresses
-from ..heap.walk import HeapObject, HeapWalker
+from ..heap.walk import WalkedObject, HeapWalker
 from ..objects.strings import StringObject, read_strings
 from ..util.arrays import distinct
 
@@ -30,7 +30,7 @@ class Walks:
                 batch = selected.apply(batch)
             yield from batch.objects()
 
-    def objects(self) -> Iterator[HeapObject]:
+    def objects(self) -> Iterator[WalkedObject]:
         """Every object of the GC heap but free objects, in heap order, each with ``address``,
         ``method_table``, ``size`` (SOS size), ``aligned_size``, ``count`` and ``type_name``.
 
@@ -48,19 +48,19 @@ class Walks:
                     continue
                 if mt not in names:
                     names[mt] = self.type_name(mt)
-                yield HeapObject(win.base + off, mt, t.object_size(count), aligned, count, t, win.segment,
+                yield WalkedObject(win.base + off, mt, t.object_size(count), aligned, count, t, win.segment,
                                  names[mt])
 
-    def _window_object(self, win, i: int, segment=None) -> HeapObject:
+    def _window_object(self, win, i: int, segment=None) -> WalkedObject:
         """Object ``i`` of a window of the vectorised walk, named."""
         mt = int(win.method_tables[i])
         t = self.mts.get(mt)
         count = int(win.counts[i])
-        return HeapObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]), count, t,
+        return WalkedObject(win.base + int(win.offsets[i]), mt, t.object_size(count), int(win.aligned[i]), count, t,
                           segment or win.segment, self.type_name(mt))
 
     def objects_named(self, name: str | None, method_table: int | None = None,
-                      progress=None, exact: bool = True) -> Iterator[HeapObject]:
+                      progress=None, exact: bool = True) -> Iterator[WalkedObject]:
         """The objects of the types named ``name`` (as the DAC or as reflection prints it; None: any name;
         ``exact=False``: whose name contains it, as SOS's ``-type``) and of MethodTable ``method_table`` (None:
         any), in heap order, in one walk: each window's MethodTables are named once, as they are met (exact
@@ -80,7 +80,7 @@ class Walks:
                 yield self._window_object(win, i)
         self._walked_types = True
 
-    def object_at(self, address: int) -> HeapObject | None:
+    def object_at(self, address: int) -> WalkedObject | None:
         """The object (free space included) whose bytes, header to padding, hold ``address`` (None: no object of
         the exactly walked heap does).  The first call walks only the segment that holds it, from its start; a
         second one makes an index of every object's start (one walk of the heap), and every call after it is a
@@ -109,7 +109,7 @@ class Walks:
                 return None
         return None
 
-    def _indexed_object(self, address: int) -> HeapObject | None:
+    def _indexed_object(self, address: int) -> WalkedObject | None:
         """:meth:`object_at` through the index of every object's first byte (header), aligned size, MethodTable,
         count and segment, made by one walk of the heap the first time (about 33 bytes an object)."""
         if "_object_starts" not in self.__dict__:
@@ -135,7 +135,7 @@ class Walks:
             return None
         mt, count = int(mts[i]), int(counts[i])
         t = self.mts.get(mt)
-        return HeapObject(int(starts[i]) + self.profile.object.header_size, mt, t.object_size(count), int(aligned[i]),
+        return WalkedObject(int(starts[i]) + self.profile.object.header_size, mt, t.object_size(count), int(aligned[i]),
                           count, t, self.heap.segments[int(segment[i])], self.type_name(mt))
 
     def iter_strings(self, decode: bool = True) -> Iterator[StringObject]:
@@ -144,7 +144,7 @@ class Walks:
         for batch in self.iter_batches():
             yield from batch.objects(decode)
 
-    def iter_objects(self) -> Iterator[HeapObject]:
+    def iter_objects(self) -> Iterator[WalkedObject]:
         """Every object of the exact heap walk, free objects included, from the per-object reference
         walker (empty in object-scan mode)."""
         if not self.heap.exact:

@@ -103,12 +103,13 @@ def test_leaks_are_exactly_the_leaked_blocks(view, core):
 
 
 def test_the_walk_in_small_batches_reaches_the_same(view, core, monkeypatch):
-    """The breadth-first walk follows a bounded number of edges at a time: in parts of 3 edges it reaches exactly
-    what it reaches at once."""
+    """The breadth-first walk follows a bounded number of edges at a time: in parts of 3 edges and 3 chunks it
+    reaches exactly what it reaches at once."""
     from clrlayout.native import leaks
 
     _, level = view._reach
     monkeypatch.setattr(leaks, "BATCH_EDGES", 3)
+    monkeypatch.setattr(leaks, "BATCH_CHUNKS", 3)
     _, small = leaks.reached(view._dump, view.heap, index=view._index)
     assert (small == level).all() and (level == 2).sum() >= 9 * 4
 

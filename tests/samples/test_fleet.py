@@ -13,14 +13,14 @@ import pytest
 
 from clrlayout import fleet
 from clrlayout.fleet.tables import FleetTables
-from clrlayout.fleet.worker import Limits, run_isolated
+from clrlayout.fleet.worker import WorkerLimits, run_isolated
 from tests.support.cli import run
 from tests.support.samples import SAMPLES
 
 pytestmark = pytest.mark.samples
 
 TIMEOUT = 20.0  # seconds a sample may take (the hanging input is stopped at it)
-LIMITS = Limits(timeout=TIMEOUT)
+LIMITS = WorkerLimits(timeout=TIMEOUT)
 
 
 def sample_dumps() -> list[str]:
@@ -74,7 +74,7 @@ def test_a_hanging_input_costs_its_row(tmp_path, broken):
     """An input that never answers is stopped at the time limit, not before, and costs its row only."""
     os.mkfifo(tmp_path / "hangs.core")  # opening it for reading blocks until a writer comes: never
     out = tmp_path / "out"
-    summary = fleet.run([str(tmp_path / "hangs.core"), broken[1][0]], str(out), workers=2, limits=Limits(timeout=2.0))
+    summary = fleet.run([str(tmp_path / "hangs.core"), broken[1][0]], str(out), workers=2, limits=WorkerLimits(timeout=2.0))
     rows = {r["path"]: r for r in table(out, "dumps")}
     assert (summary.inputs, summary.errors) == (2, 2)
     assert rows[str(tmp_path / "hangs.core")]["error_code"] == "timeout"
@@ -150,12 +150,12 @@ def test_rerun_resumes(tmp_path):
 def test_memory_limit_is_an_error_row():
     """A dump whose analysis needs more memory than allowed costs its row, not the run (the limit here is
     below what the analysis of any dump takes)."""
-    result = run_isolated(str(SAMPLES / "graph.coreclr-10.0.0.linux-x64.core"), Limits(timeout=TIMEOUT, memory=64 << 20))
+    result = run_isolated(str(SAMPLES / "graph.coreclr-10.0.0.linux-x64.core"), WorkerLimits(timeout=TIMEOUT, memory=64 << 20))
     assert result["dump"]["error_code"] == "memory-limit", result["dump"]
     assert result["types"] == []
     for megabytes in (110, 120, 130):  # near the analysis's need: numpy's, numba's or LLVM's allocation fails
         result = run_isolated(str(SAMPLES / "graph.coreclr-10.0.0.linux-x64.core"),
-                              Limits(timeout=TIMEOUT, memory=megabytes << 20))
+                              WorkerLimits(timeout=TIMEOUT, memory=megabytes << 20))
         assert result["dump"]["error_code"] in ("memory-limit", None), result["dump"]
 
 

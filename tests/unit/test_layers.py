@@ -105,3 +105,15 @@ def test_library_messages_name_options_as_the_api_does():
                     and re.search(r"(^|[\s(])--[a-z]", node.value):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value[:60]}")
     assert not found, "\n".join(found)
+
+
+def test_no_two_classes_share_a_name():
+    """A class name means one thing in the package (issue 47: there were two ``Dump``, two ``HeapObject`` and two
+    ``Limits`` of different meaning): every public class defined at a module's top level, by its source."""
+    seen: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                seen.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}

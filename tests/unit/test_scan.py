@@ -11,7 +11,7 @@ from tests.support.synth import SynthHeap, string_span
 from tests.support.synth import PROFILES
 
 from clrlayout.dump.addrspace import AddressSpace, BytesSource
-from clrlayout.dump.model import Dump
+from clrlayout.dump.model import DumpFile
 from clrlayout.findings import Findings
 from clrlayout.heap.scan import iter_string_addresses
 from clrlayout.runtime.methodtable import MethodTables
@@ -25,7 +25,7 @@ def profile(request):
     return select_profile(*request.param)
 
 
-def dump_of(h: SynthHeap, native: bytes, tail: bytes = b"") -> tuple[Dump, int]:
+def dump_of(h: SynthHeap, native: bytes, tail: bytes = b"") -> tuple[DumpFile, int]:
     """A dump of the heap's MethodTables, its objects (then ``tail``: stale bytes past the heap's end), and
     a native memory region; returns it and the heap's end."""
     p = h.profile
@@ -36,7 +36,7 @@ def dump_of(h: SynthHeap, native: bytes, tail: bytes = b"") -> tuple[Dump, int]:
                (NATIVE[p.pointer_size], len(native), len(h.mts) + len(heap))]
     space = AddressSpace(BytesSource(blob), regions, p.pointer_size)
     arch = "x64" if p.pointer_size == 8 else "x86"
-    return Dump("<synthetic>", "minidump", arch, p.pointer_size, "windows", space), h.heap_base + len(h.heap) + hs
+    return DumpFile("<synthetic>", "minidump", arch, p.pointer_size, "windows", space), h.heap_base + len(h.heap) + hs
 
 
 def live_heap(profile) -> tuple[SynthHeap, list[int]]:
@@ -62,7 +62,7 @@ def native_memory(profile, string_mt: int) -> bytes:
     return bytes(out)
 
 
-def scan(dump: Dump, h: SynthHeap, bounds=None) -> list[int]:
+def scan(dump: DumpFile, h: SynthHeap, bounds=None) -> list[int]:
     mts = MethodTables(dump.memory, h.profile)
     return list(iter_string_addresses(dump, mts, h.string_mt, Findings(), bounds))
 
