@@ -9,6 +9,7 @@ docs/facts/modern-runtimes.md), downloaded once with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -97,6 +98,21 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CLRLAYOUT_RUNTIMES") or Path.home() / ".cache" / "clrlayout" / "runtimes")
 
 
+@contextlib.contextmanager
+def _locked():
+    """The cache, to this process alone while it looks for a runtime and downloads it (test workers side by side
+    ask for the same runtime: one downloads, the others wait and find it)."""
+    import fcntl
+
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def embedded() -> Runtime:
     from clrlayout.live import embedded as e
 
@@ -112,11 +128,12 @@ def get(version: str, platform: str = "linux-x64") -> Runtime:
     root = cache_dir() / platform / version
     runtime = Runtime(root, version, tfm, version in SELF_CONTAINED)
     library = "libcoreclr.so" if platform == "linux-x64" else "coreclr.dll"
-    if not (runtime.framework_dir / library).exists():
-        _download(requirement, inside, root, platform)
-    if platform == "linux-x64":
-        for exe in (runtime.createdump,) if runtime.self_contained else (runtime.host, runtime.createdump):
-            exe.chmod(exe.stat().st_mode | 0o111)  # zip files keep no executable bits
+    with _locked():
+        if not (runtime.framework_dir / library).exists():
+            _download(requirement, inside, root, platform)
+        if platform == "linux-x64":
+            for exe in (runtime.createdump,) if runtime.self_contained else (runtime.host, runtime.createdump):
+                exe.chmod(exe.stat().st_mode | 0o111)  # zip files keep no executable bits
     return runtime
 
 
@@ -124,10 +141,11 @@ def single_file_app() -> Path:
     """The executable of the single-file app (downloaded on first use)."""
     requirement, inside, name = SINGLE_FILE
     root = cache_dir() / "single-file" / requirement.replace("==", "-")
-    if not (root / name).exists():
-        _download(requirement, inside, root, "linux-x64")
-    exe = root / name
-    exe.chmod(exe.stat().st_mode | 0o111)
+    with _locked():
+        if not (root / name).exists():
+            _download(requirement, inside, root, "linux-x64")
+        exe = root / name
+        exe.chmod(exe.stat().st_mode | 0o111)
     return exe
 
 

@@ -2,8 +2,8 @@
 (``unit``, ``samples``, ``oracle``), and with ``oracle`` wherever it is when it belongs to the long tier: it
 asks for a real runtime (a fixture of :data:`ORACLE_FIXTURES`), is marked ``live`` or ``dac``, or is ``slow``:
 an exhaustive sweep, or a per-sample test's run on a sample outside the quick set (tests/support/samples.py).
-``pytest -m "not oracle"`` is the quick loop (unit, and the samples tier on the quick set), run in one
-process per core (:func:`pytest_cmdline_main`); ``pytest`` runs everything (CI), in one process."""
+``pytest -m "not oracle"`` is the quick loop (unit, and the samples tier on the quick set); ``pytest`` runs
+everything (CI); both in one process per core (:func:`pytest_cmdline_main`)."""
 
 from __future__ import annotations
 
@@ -25,19 +25,21 @@ ORACLE_FIXTURES = {"target_build", "python_host_core"}
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """A run that leaves tier 3 out (``-m "not oracle"``) runs in one process per core, four at most, with
-    pytest-xdist (the test extra), unless ``-n`` says otherwise: its tests share nothing but the read-only
-    samples.  A run with tier 3 stays in one process: its fixtures download runtimes and make fresh dumps,
-    once."""
+    """A run goes to one process per core, four at most, with pytest-xdist (the test extra), unless ``-n`` says
+    otherwise.  The quick loop (``-m "not oracle"``: its tests share nothing but the read-only samples) hands tests
+    out one by one; a run with tier 3 hands out whole files (``loadfile``), so that a module's fixtures — fresh
+    dumps of real processes — are made once, in one worker.  Runtimes are downloaded under a lock
+    (sample_dumps/runtimes.py): two workers asking for one wait for the first's download."""
     option = config.option
     if getattr(option, "numprocesses", "absent") is not None or hasattr(config, "workerinput"):
         return  # -n given, xdist not loaded (-p no:xdist), or an xdist worker
-    if "not oracle" not in (option.markexpr or "") or option.collectonly or option.usepdb:
+    if option.collectonly or option.usepdb:
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cores > 1:
         option.numprocesses = min(4, cores)
-        option.dist = "worksteal"  # a worker that runs out takes tests from the other's queue
+        # the quick loop: a worker that runs out takes tests from the other's queue; with tier 3: whole files
+        option.dist = "worksteal" if "not oracle" in (option.markexpr or "") else "loadfile"
 
 
 def pytest_collection_modifyitems(config, items):

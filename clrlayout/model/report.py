@@ -84,7 +84,8 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
     return {"live_objects": int(live.sum()), "live_bytes": live_bytes, "threshold": threshold,
             "roots": sorted({r.kind for r in og.roots.roots}), "suspects": suspects, "type_suspects": type_suspects,
             "tree": _tree(g, retained, children, type_name, tops[:TREE_CHILDREN * 4], 0),
-            "growth": _growth(session, earlier, kinds), "inspections": _inspections(session, og)}
+            "growth": _growth(session, earlier, kinds, og, idom, retained, type_name, type_name_of_kind, heap),
+            "inspections": _inspections(session, og)}
 
 
 def _through_statics(session, g, tops: np.ndarray, children) -> np.ndarray:
@@ -123,22 +124,25 @@ def _suspect(session, heap, g, og, retained, count, children, type_name, kinds, 
     top = np.argsort(-sizes)[:top_types]
     types = [{"type": session.type_name(int(g.types[k])) or f"<unknown type, MT {int(g.types[k]):#x}>",
               "count": int(counts[k]), "bytes": int(sizes[k])} for k in top if counts[k]]
-    # the shortest chain from a root that is no stack word, where one reaches it: a stack is scanned
-    # conservatively, and a static that holds the object says more than a stale word of a frame
-    paths = heap.root_paths(int(g.addresses[point]), roots=kinds, limit=50)
-    paths = sorted(paths, key=lambda p: p.root.kind.startswith("stack"))
-    chain = []
-    if paths:
-        p = paths[0]
-        chain = [{"address": o.address, "type": o.type.name, "field": f} for o, f in p.chain]
-        root = {"kind": p.root.kind, "address": p.root.address, "thread": p.root.thread}
-    else:
-        root = None
+    root, chain = _chain(heap, int(g.addresses[point]), kinds)
     return {"address": int(g.addresses[v]), "type": type_name(v), "retained_size": int(retained[v]),
             "retained_count": int(count[v]), "share": int(retained[v]) / live_bytes if live_bytes else 0.0,
             "accumulation_point": {"address": int(g.addresses[point]), "type": type_name(point),
                                    "retained_size": int(retained[point]), "depth": steps},
             "root": root, "chain": chain, "types": types, "_node": v}
+
+
+def _chain(heap, address: int, kinds) -> tuple[dict | None, list]:
+    """(root, chain): the shortest chain from a root to the object, from a root that is no stack word where one
+    reaches it (a stack is scanned conservatively, and a static that holds the object says more than a stale word
+    of a frame); (None, []) where no root reaches it."""
+    paths = heap.root_paths(address, roots=kinds, limit=50)
+    paths = sorted(paths, key=lambda p: p.root.kind.startswith("stack"))
+    if not paths:
+        return None, []
+    p = paths[0]
+    return ({"kind": p.root.kind, "address": p.root.address, "thread": p.root.thread},
+            [{"address": o.address, "type": o.type.name, "field": f} for o, f in p.chain])
 
 
 def _tree(g, retained, children, type_name, nodes, depth: int) -> list:
@@ -151,9 +155,12 @@ def _tree(g, retained, children, type_name, nodes, depth: int) -> list:
     return out
 
 
-def _growth(session, earlier, kinds) -> list:
+def _growth(session, earlier, kinds, og, idom, retained, type_name, kind_name, heap) -> list:
     """Types whose live bytes grew at every step from the earliest dump to this one (with one earlier dump: grew),
-    the largest growth of retained bytes first (``diff --live --sort retained``)."""
+    the largest growth of retained bytes first (``diff --live --sort retained``); for the first ``TOP`` of them the
+    holder in this dump — the nearest object that dominates at least half of the type's live bytes (``how``:
+    "dominator"; MAT's accumulation point of a type), else the biggest instance ("biggest") — and its chain from a
+    root."""
     if not earlier:
         return []
     from .diff import compare, totals_of
@@ -161,9 +168,41 @@ def _growth(session, earlier, kinds) -> list:
     sides = [totals_of(s, True, kinds) for s in earlier] + [totals_of(session, True, kinds)]
     result = compare(sides, "retained")
     grew = [r for r in result if (r.grew_every_step if len(sides) > 2 else r.delta_bytes > 0)]
-    return [{"type": r.name, "counts": list(r.counts), "bytes": list(r.sizes), "retained": list(r.retained),
-             "delta_count": r.delta_count, "delta_bytes": r.delta_bytes, "delta_retained": r.delta_retained}
+    rows = [{"type": r.name, "counts": list(r.counts), "bytes": list(r.sizes), "retained": list(r.retained),
+             "delta_count": r.delta_count, "delta_bytes": r.delta_bytes, "delta_retained": r.delta_retained,
+             "holder": None, "root": None, "chain": []}
             for r in grew[:25]]
+    g, live, n = og.graph, og.live, og.graph.count
+    kinds_named: dict[str, list[int]] = {}
+    for k in range(len(g.types)):
+        kinds_named.setdefault(kind_name(k), []).append(k)
+    for row in rows[:TOP]:
+        nodes = np.flatnonzero(np.isin(g.kinds, kinds_named.get(row["type"], [])) & live)
+        if not len(nodes):
+            continue
+        holder, how = _holder(idom, nodes, g.aligned[nodes].astype(np.float64), n), "dominator"
+        if holder == n:  # nothing below the roots holds most of them: the biggest one
+            holder, how = int(nodes[np.argmax(retained[nodes])]), "biggest"
+        row["holder"] = {"address": int(g.addresses[holder]), "type": type_name(holder),
+                         "retained_size": int(retained[holder]), "how": how}
+        row["root"], row["chain"] = _chain(heap, int(g.addresses[holder]), kinds)
+    return rows
+
+
+def _holder(idom: np.ndarray, nodes: np.ndarray, weights: np.ndarray, root: int, steps: int = 256) -> int:
+    """The nearest common holder of ``nodes``: their dominators, climbed a level at a time until one of them
+    dominates at least half of the nodes' ``weights`` (``root``, the virtual root, where none does)."""
+    total = float(weights.sum())
+    at = np.array(nodes, dtype=np.int64)
+    for _ in range(steps):
+        inner = at != root  # the virtual root has no dominator: what reached it stays there
+        at[inner] = idom[at[inner]]
+        doms, inverse = np.unique(at, return_inverse=True)
+        held = np.bincount(inverse, weights=weights)
+        best = int(np.argmax(held))
+        if held[best] * 2 >= total or not inner.any():
+            return int(doms[best])
+    return root
 
 
 def _inspections(session, og) -> dict:
@@ -323,8 +362,8 @@ def _collections_and_delegates(session, og) -> tuple[dict, list]:
             continue
         addresses = g.addresses[nodes].astype(np.uint64)
 
-        def words(field: str, size: int = ptr, at=addresses) -> np.ndarray:
-            return space.gather(at + np.uint64(fields[field].offset), size).astype(np.int64)
+        def words(field: str, size: int = ptr, at=addresses, laid=fields) -> np.ndarray:
+            return space.gather(at + np.uint64(laid[field].offset), size).astype(np.int64)
 
         if is_delegate:
             targets, lists = words("_invocationCount"), words("_invocationList")

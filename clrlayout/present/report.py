@@ -52,9 +52,7 @@ def as_html(report: dict, title: str) -> str:
         parts.append('<p class="none">No single object or type retains the threshold of the live heap.</p>')
     for i, s in enumerate(r["suspects"], 1):
         point = s["accumulation_point"]
-        chain = " &rarr; ".join(f'<code>{_e(link["type"])}</code>' + (f' <span class="field">{_e(link["field"])}'
-                                                                           f"</span>" if link["field"] else "")
-                                for link in s["chain"]) or "(no root reaches it)"
+        chain = _chain_html(s["chain"])
         root = s["root"]
         root_text = f'{_e(root["kind"])}' + (f" of thread {root['thread']}" if root and root.get("thread") else "") \
             if root else "-"
@@ -76,10 +74,11 @@ def as_html(report: dict, title: str) -> str:
     if r["growth"]:
         parts.append('<h2 id="growth">Growth</h2>')
         parts.append(_growth_lines(r["growth"][:8]))
-        parts.append(_table(["Type", "Bytes in each dump", "+Bytes", "+Count", "+Retained"],
+        parts.append(_table(["Type", "Bytes in each dump", "+Bytes", "+Count", "+Retained", "Held by"],
                             [[f"<code>{_e(g['type'])}</code>", _e(" → ".join(f"{b:,}" for b in g["bytes"])),
                               f"{g['delta_bytes']:+,}", f"{g['delta_count']:+,}",
-                              f"{g['delta_retained']:+,}" if g["delta_retained"] is not None else "-"]
+                              f"{g['delta_retained']:+,}" if g["delta_retained"] is not None else "-",
+                              _chain_html(g["chain"]) if g.get("holder") else "-"]
                              for g in r["growth"]]))
     parts.append('<h2 id="inspections">Inspections</h2>')
     q, pinned = r["inspections"]["finalization_queue"], r["inspections"]["pinned"]
@@ -148,6 +147,13 @@ def _native_parts(ins: dict) -> list:
                                 [[_e(c["address"]), f"{c['size']:,}",
                                   f"<code>{_e(_spaced(c['preview'][:64]))}</code>"] for c in leaks["largest"]]))
     return parts
+
+
+def _chain_html(chain: list) -> str:
+    """A root chain as links: each object's type, then the field of it that holds the next."""
+    return " &rarr; ".join(f'<code>{_e(link["type"])}</code>' + (f' <span class="field">{_e(link["field"])}</span>'
+                                                                  if link["field"] else "")
+                           for link in chain) or "(no root reaches it)"
 
 
 def _spaced(hexed: str) -> str:

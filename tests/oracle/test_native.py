@@ -302,8 +302,8 @@ def test_report_names_the_native_leaks_and_arenas(owners_core, capsys, tmp_path)
     leaks = [json.loads(line) for line in stdout.splitlines()]
     code, stdout, _ = run_cli(capsys, "native", str(raw), "--format", "json")
     arenas = json.loads(stdout)["arenas"]
-    code, stdout, _ = run_cli(capsys, "report", str(raw), "--format", "json")
-    assert code == 0
+    code, stdout, _ = run_cli(capsys, "report", str(raw), "--format", "json", "--threshold", "1")
+    assert code == 0  # a small heap: a low threshold, that the list holding the blocks' owners is a suspect
     ins = json.loads(stdout)["inspections"]
     found = ins["native_leaks"]
     assert (found["count"], found["bytes"]) == (len(leaks), sum(r["size"] for r in leaks)) and found["count"]
@@ -315,6 +315,13 @@ def test_report_names_the_native_leaks_and_arenas(owners_core, capsys, tmp_path)
         assert r["preview"] == by_address[r["address"]]["preview"]
     assert ins["native_arenas"]["count"] == len(arenas)
     assert ins["native_arenas"]["system_bytes"] == sum(a["system_bytes"] for a in arenas)
+    # each suspect's native bytes: what `retained` says the same object's dominated objects own
+    report = json.loads(stdout)
+    code, stdout, _ = run_cli(capsys, "retained", str(raw), "--top", "300", "--format", "json")
+    native_of = {o["address"]: o["native_bytes"] for o in json.loads(stdout)["objects"]}
+    assert report["suspects"] and any(s["native_bytes"] for s in report["suspects"])
+    for s in report["suspects"]:
+        assert s["native_bytes"] == native_of[s["address"]], s["type"]
     page = tmp_path / "report.html"
     assert run_cli(capsys, "report", str(raw), "-o", str(page))[0] == 0
     text = page.read_text(encoding="utf-8")

@@ -54,6 +54,22 @@ def test_growth_is_diff_live(capsys):
     for g in report["growth"]:
         assert g["bytes"] == [grew[g["type"]]["bytes_before"], grew[g["type"]]["bytes_after"]]
     assert "LeakItem" in {g["type"] for g in report["growth"]}
+    # each of the first rows is held: the nearest object that dominates at least half of the type's live bytes
+    # (it retains them, and is `retained`'s figure), and its chain from a root
+    retained = {o["address"]: o for o in _json(capsys, "retained", AFTER, "--top", "3000", "--format",
+                                               "json")["objects"]}
+    rows = {g["type"]: g for g in report["growth"]}
+    for g in report["growth"][:10]:
+        if g["holder"] is None:
+            continue
+        if g["holder"]["how"] == "dominator":
+            assert 2 * g["holder"]["retained_size"] >= g["bytes"][-1]
+        if g["holder"]["address"] in retained:
+            assert g["holder"]["retained_size"] == retained[g["holder"]["address"]]["retained_size"]
+        assert g["chain"] and g["chain"][-1]["address"] == g["holder"]["address"]
+    for leaking in ("LeakItem", "LeakPayload[]"):  # the items and their payloads: held by the list's array
+        assert rows[leaking]["holder"]["type"] == "LeakItem[]"
+        assert "Graph.Leaks (static)" in [link["field"] for link in rows[leaking]["chain"]]
 
 
 def test_threshold_and_usage(capsys, tmp_path):
