@@ -1,7 +1,8 @@
 """Hostile, truncated and damaged dumps: a documented exit code and one line on stderr, never a traceback
 (exit 70), never a hang.  Structure-aware mutations of real and synthetic dumps (Hypothesis, bounded for
 CI), byte flips, truncations, and every 4 KB truncation point of every sample.  The long coverage-guided
-campaign is fuzz/fuzz_clrlayout.py; its crashers become files in tests/corpus/regressions/."""
+campaign is fuzz/fuzz_clrlayout.py; its crashers become files in tests/corpus/regressions/.  Each damaged dump goes
+through info, dump, memory, native, threads, report, retained and pe."""
 
 from __future__ import annotations
 
@@ -84,7 +85,9 @@ def run_command(args: list, path: Path, capsys) -> Work:
 
 def run_all(path: Path, capsys) -> None:
     for args in (["info", str(path), "--format", "json", "-q"], ["dump", str(path), "--format", "jsonl", "-q"],
-                 ["memory", str(path), "--format", "json", "-q"], ["native", str(path), "--format", "json", "-q"]):
+                 ["memory", str(path), "--format", "json", "-q"], ["native", str(path), "--format", "json", "-q"],
+                 ["threads", str(path), "--format", "json", "-q"], ["report", str(path), "--format", "json", "-q"],
+                 ["retained", str(path), "--format", "json", "-q"], ["pe", str(path), "--format", "json", "-q"]):
         run_command(args, path, capsys)
 
 
