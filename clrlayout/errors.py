@@ -6,9 +6,8 @@ minidump, pyelftools, UnicodeDecodeError, OSError) are converted at one chokepoi
 
 from __future__ import annotations
 
-import re
-
 import enum
+import re
 
 
 class ExitCode(enum.IntEnum):

@@ -143,7 +143,8 @@ def _check_profile(path: str, profile: dict) -> None:
         if key not in PROFILE:
             raise InvalidProfile(path, f"profile.{key}", "unknown key")
         if not _is(value, PROFILE[key]):
-            raise InvalidProfile(path, f"profile.{key}", f"must be a {PROFILE[key] if isinstance(PROFILE[key], str) else 'boolean'}")
+            raise InvalidProfile(path, f"profile.{key}",
+                                 f"must be a {PROFILE[key] if isinstance(PROFILE[key], str) else 'boolean'}")
     for key in REQUIRED_PROFILE:
         if key not in profile:
             raise InvalidProfile(path, f"profile.{key}", "missing")

@@ -8,7 +8,6 @@ import re
 from dataclasses import dataclass
 
 
-
 @dataclass(frozen=True)
 class StringFilter:
     min_length: int | None = None

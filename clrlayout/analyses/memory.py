@@ -64,7 +64,7 @@ class GcFigures:
     free: dict = field(default_factory=dict)  # (heap, generation) -> [count, bytes]
     segments: dict = field(default_factory=dict)  # (heap, kind) -> [segments, allocated, committed, reserved]
 
-    def merge(self, other: "GcFigures") -> None:
+    def merge(self, other: GcFigures) -> None:
         for mine, theirs in ((self.objects, other.objects), (self.free, other.free)):
             for k, (n, b) in theirs.items():
                 cur = mine.setdefault(k, [0, 0])

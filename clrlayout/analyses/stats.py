@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..util.arrays import lookup
 from ..heap.segments import HEAPS, LARGE_HEAPS
 from ..objects.batches import StringBatch, aligned_sizes
 from ..runtime.profiles import Profile
+from ..util.arrays import lookup
 
 BREAKDOWN_KEYS = ["object_headers", "method_table_pointers", "lock_words", "length_fields", "field_gaps",
                   "characters", "terminators", "extra_bytes", "alignment_padding"]
@@ -174,7 +174,7 @@ class StatsCollector:
     def __getstate__(self) -> dict:  # to another process: the totals, not the profile (merge needs none)
         return {**self.__dict__, "profile": None}
 
-    def merge(self, other: "StatsCollector") -> None:
+    def merge(self, other: StatsCollector) -> None:
         """Add what another collector saw (another part of the heap)."""
         self.count += other.count
         self.size += other.size
@@ -199,7 +199,7 @@ class StatsCollector:
             self._place(gc_heap, code, int(counts.sum()), int(aligned.sum()))
         self.by_length = {}  # counted in now
         fixed = per_object_bytes(self.profile)
-        breakdown = {k: 0 for k in BREAKDOWN_KEYS}
+        breakdown = dict.fromkeys(BREAKDOWN_KEYS, 0)
         for k, v in fixed.items():
             breakdown[k] = v * self.count
         breakdown["characters"] = 2 * self.length
@@ -279,7 +279,7 @@ class DuplicateCollector:
             self._addresses.append(batch.addresses.astype(np.uint64))
             self._grown(len(batch))
 
-    def merge(self, other: "DuplicateCollector") -> None:
+    def merge(self, other: DuplicateCollector) -> None:
         """Add what another collector saw (another part of the heap)."""
         self._hashes += other._hashes
         self._lengths += other._lengths

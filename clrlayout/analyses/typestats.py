@@ -68,7 +68,7 @@ class TypeStats:
             row[1] += size
             row[2] += aligned
 
-    def merge(self, other: "TypeStats") -> None:
+    def merge(self, other: TypeStats) -> None:
         self.seen |= other.seen
         for mt, (n, size, aligned) in other.totals.items():
             self._add(mt, n, size, aligned)

@@ -19,5 +19,6 @@ from .trim import trim
 from .type import type_
 
 #: in the order ``clrlayout --help`` lists them (alphabetical, as click sorts them)
-COMMANDS = [info, dump, memory, native, object_, type_, stats, refs, roots, retained, threads, pe, report, diff, fleet, trim, layout,
+COMMANDS = [info, dump, memory, native, object_, type_, stats, refs, roots, retained, threads, pe, report, diff,
+            fleet, trim, layout,
             live]

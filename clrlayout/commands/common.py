@@ -7,10 +7,8 @@ import re
 
 import click
 
-from ..errors import (NotExact, RedactedPart, as_flags, OutputError, TypeNotFound, UnsupportedType,
-                      UsageError)
+from ..errors import NotExact, OutputError, RedactedPart, TypeNotFound, UnsupportedType, UsageError, as_flags
 from ..limits import limits_from_env
-
 
 STRING_TYPES = {"System.String", "string", "String"}
 
@@ -122,8 +120,10 @@ def filter_options(f):
     f = click.option("--regex", callback=_regex, default=None, metavar="RE",
                      help="Only strings whose full value matches RE (Python syntax, searched anywhere).")(f)
     f = click.option("--contains", default=None, metavar="TEXT", help="Only strings whose value contains TEXT.")(f)
-    f = click.option("--max-length", type=click.IntRange(min=0), default=None, help="Only strings of at most N characters.")(f)
-    f = click.option("--min-length", type=click.IntRange(min=0), default=None, help="Only strings of at least N characters.")(f)
+    f = click.option("--max-length", type=click.IntRange(min=0), default=None,
+                     help="Only strings of at most N characters.")(f)
+    f = click.option("--min-length", type=click.IntRange(min=0), default=None,
+                     help="Only strings of at least N characters.")(f)
     return f
 
 
@@ -251,7 +251,8 @@ def _object_layout(session, obj, full: bool):
                                  max_value_chars=None if full else 60)
     element = session.array_element(obj.method_table) if obj.type.component_size else None
     referent = (lambda address: session.referent(address, None)) if full else session.referent
-    return instance_layout(session.profile, session.type_layout(obj.method_table), obj.address, data, obj.size, obj.aligned_size,
+    return instance_layout(session.profile, session.type_layout(obj.method_table), obj.address, data, obj.size,
+                           obj.aligned_size,
                            obj.count, element, referent, obj.segment.large, max_elements=None if full else 16)
 
 
@@ -280,7 +281,8 @@ def _print_object_layout(session, obj, heap_name: str, fmt: str, full: bool, lay
 def _progress(session, enabled: bool, rows_to=None):
     from ..present.progress import ScanProgress
 
-    return ScanProgress(sum(seg.size for seg in session.heap.segments) or session.dump.memory.total_bytes, enabled, rows_to)
+    return ScanProgress(sum(seg.size for seg in session.heap.segments) or session.dump.memory.total_bytes, enabled,
+                        rows_to)
 
 
 def make_object_filter(min_size, max_size, generations, address_range, mt):

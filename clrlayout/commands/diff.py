@@ -11,7 +11,8 @@ from .common import _open, out, quiet_option, roots_option, warn
 @click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("--live", is_flag=True, help="Only the objects reachable from the roots (and each type's retained bytes).")
+@click.option("--live", is_flag=True,
+              help="Only the objects reachable from the roots (and each type's retained bytes).")
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the N types that grew most.")
 @click.option("--sort", type=click.Choice(["bytes", "count", "retained"]), default="bytes", show_default=True,
               help="Growth of what first (retained: with --live).")

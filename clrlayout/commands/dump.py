@@ -8,9 +8,25 @@ import click
 import numpy as np
 
 from ..errors import TypeNotFound, UsageError
-from .common import (with_liveness, STRING_TYPES, out, jobs_option, scan_options, _open, assemblies_option, make_filter, _preamble, _redacted_values,
-                     _report, _no_objects_of, _csv_field, _print_object_layout, _progress, make_object_filter,
-                     _type_not_found)
+from .common import (
+    STRING_TYPES,
+    _csv_field,
+    _no_objects_of,
+    _open,
+    _preamble,
+    _print_object_layout,
+    _progress,
+    _redacted_values,
+    _report,
+    _type_not_found,
+    assemblies_option,
+    jobs_option,
+    make_filter,
+    make_object_filter,
+    out,
+    scan_options,
+    with_liveness,
+)
 
 
 @click.command()
@@ -64,14 +80,15 @@ def dump(file, type_name, exact, fmt, limit, layout, fields, full, jobs, assembl
         ptr = session.profile.pointer_size
         session.string_method_table()
         selected = with_liveness(session, selected, live, kinds)
-        _redacted_values(session, quiet, [f for f, v in (("--contains", contains), ("--regex", regex)) if v is not None])
+        _redacted_values(session, quiet, [f for f, v in (("--contains", contains), ("--regex",
+                                                                                    regex)) if v is not None])
         _preamble(session, quiet)
         if fmt == "table" and not layout:
             out(text.dumpheap_header(ptr))
         if fmt == "csv":
             out(batchlines.CSV_HEADER)
-        render = batchlines.renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT,
-                                     heap_bytes=sum(seg.size for seg in session.heap.segments) or session.dump.memory.total_bytes)
+        heap_bytes = sum(seg.size for seg in session.heap.segments) or session.dump.memory.total_bytes
+        render = batchlines.renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT, heap_bytes=heap_bytes)
         progress = _progress(session, enabled=fmt == "table", rows_to=sys.stdout)
         if not layout and limit is None and session.windowed:
             def render_window(win):
@@ -188,8 +205,8 @@ def _field_values(session, obj, full: bool) -> list:
 
 def _print_layout(session, s, fmt: str = "table", full: bool = False) -> None:
     from ..objects.layout import string_layout
-    from ..present import hexview, text
     from ..objects.strings import object_span
+    from ..present import hexview, text
 
     start, span = object_span(session.profile, s.address, s.length, s.large)
     data = session.dump.memory.read(start, span)

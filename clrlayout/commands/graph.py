@@ -6,8 +6,19 @@ from __future__ import annotations
 import click
 
 from ..errors import TypeNotFound, UsageError
-from .common import ADDRESS, _open, _preamble, _report, assemblies_option, heap_option, out, profile_option, \
-    quiet_option, roots_option, warn
+from .common import (
+    ADDRESS,
+    _open,
+    _preamble,
+    _report,
+    assemblies_option,
+    heap_option,
+    out,
+    profile_option,
+    quiet_option,
+    roots_option,
+    warn,
+)
 
 
 def graph_options(f):

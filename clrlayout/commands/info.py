@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import click
 
-from .common import (flags_in, out, mt_option, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble,
-                     _report)
+from .common import (
+    _open,
+    _preamble,
+    _report,
+    assemblies_option,
+    flags_in,
+    heap_option,
+    mt_option,
+    out,
+    profile_option,
+    quiet_option,
+)
 
 
 @click.command()

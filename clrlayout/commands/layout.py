@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from .common import out, _type_check
+from .common import _type_check, out
 
 
 def _csv(ctx, param, value):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import out, jobs_option, profile_option, quiet_option, heap_option, _open, _preamble, _report, _progress
+from .common import _open, _preamble, _progress, _report, heap_option, jobs_option, out, profile_option, quiet_option
 
 
 @click.command()

@@ -5,8 +5,19 @@ from __future__ import annotations
 import click
 
 from ..errors import TypeNotFound, UnsupportedType
-from .common import (ADDRESS, out, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble, _redacted_values,
-                     _report, _object_layout, _print_object_layout)
+from .common import (
+    ADDRESS,
+    _object_layout,
+    _open,
+    _preamble,
+    _print_object_layout,
+    _report,
+    assemblies_option,
+    heap_option,
+    out,
+    profile_option,
+    quiet_option,
+)
 
 
 @click.command("object")

@@ -45,7 +45,8 @@ def pe(file, address, fmt, assemblies, quiet):
 def _lines(e: dict, hexaddr, ptr: int) -> list[str]:
     lines = [f"Exception object: {hexaddr(e['address'], ptr)}", f"Exception type:   {e['type']}",
              f"Message:          {e['message'] if e['message'] is not None else '<none>'}",
-             f"InnerException:   {e['inner']['type'] + ', Use pe ' + hex(e['inner']['address']) if e['inner'] else '<none>'}"]
+             "InnerException:   " + (f"{e['inner']['type']}, Use pe {e['inner']['address']:#x}" if e["inner"]
+                                      else "<none>")]
     if e["frames"]:
         lines += ["StackTrace (generated):", f"    {'SP':<18}{'IP':<18}Function"]
         lines += [f"    {hexaddr(f['sp'], ptr):<18}{hexaddr(f['ip'], ptr):<18}"

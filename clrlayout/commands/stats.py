@@ -5,8 +5,24 @@ from __future__ import annotations
 import click
 
 from ..errors import TypeNotFound, UsageError
-from .common import (with_liveness, STRING_TYPES, out, warn, jobs_option, scan_options, _open, assemblies_option, make_filter,
-                     _preamble, _redacted_values, _report, _no_objects_of, _progress, make_object_filter, _named, _type_not_found)
+from .common import (
+    STRING_TYPES,
+    _named,
+    _no_objects_of,
+    _open,
+    _preamble,
+    _progress,
+    _report,
+    _type_not_found,
+    assemblies_option,
+    jobs_option,
+    make_filter,
+    make_object_filter,
+    out,
+    scan_options,
+    warn,
+    with_liveness,
+)
 
 
 @click.command()
@@ -32,8 +48,8 @@ def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, 
           min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet, live, kinds):
     """Heap statistics by type (!dumpheap -stat); with --type System.String, totals, where the bytes go,
     length histogram and largest strings, or exact duplicates and their waste."""
-    from ..present import stats as present
     from ..analyses.stats import DuplicateCollector
+    from ..present import stats as present
 
     string_only = [name for name, v in (("--min-length", min_length), ("--max-length", max_length),
                                         ("--contains", contains), ("--regex", regex),

@@ -6,9 +6,9 @@ import os
 
 import click
 
-from ..limits import limits_from_env
 from ..errors import UsageError
-from .common import out, mt_option, profile_option, quiet_option
+from ..limits import limits_from_env
+from .common import mt_option, out, profile_option, quiet_option
 
 
 @click.command()

@@ -5,8 +5,18 @@ from __future__ import annotations
 import click
 
 from ..errors import TypeNotFound, UnsupportedType
-from .common import (ADDRESS, out, profile_option, quiet_option, heap_option, _open, assemblies_option, _preamble,
-                     _redacted_values, _report)
+from .common import (
+    ADDRESS,
+    _open,
+    _preamble,
+    _redacted_values,
+    _report,
+    assemblies_option,
+    heap_option,
+    out,
+    profile_option,
+    quiet_option,
+)
 
 
 @click.command("type")
@@ -43,7 +53,8 @@ def type_(file, name, fmt, assemblies, quiet, heap, profile):
                 similar = session.type_names_containing(name) if session.heap.exact else []
                 raise TypeNotFound(f"type {name}: no type of that name among the heap's types and its modules' types"
                                    + (f" (names that contain it: {'; '.join(similar)})" if similar else "")
-                                   + ("" if session.heap.exact else " (no exact heap walk: give a MethodTable address)"))
+                                   + ("" if session.heap.exact
+                                      else " (no exact heap walk: give a MethodTable address)"))
         if any(session.type_layout(mt) is not None and session.type_layout(mt).statics for mt in mts):
             _redacted_values(session, quiet)  # a redacted dump's primitive statics are zeros
         _preamble(session, quiet)

@@ -6,10 +6,9 @@ where third-party exceptions are converted into :mod:`clrlayout.errors` types.
 
 from __future__ import annotations
 
-
-from .addrspace import FileSource
 from ..errors import DumpError, TruncatedDump, UnsupportedDump
 from ..limits import DEFAULT_LIMITS, Limits
+from .addrspace import FileSource
 from .model import BoundedReader, DumpFile, Module
 
 __all__ = ["BoundedReader", "DumpFile", "Module", "open_dump", "open_source", "sniff"]

@@ -12,8 +12,9 @@ import bisect
 import contextlib
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from ..errors import AddressError, LimitExceeded
 from ..limits import DEFAULT_LIMITS, Limits

@@ -11,9 +11,9 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
-from .addrspace import AddressSpace
 from ..errors import ClrLayoutError, MalformedDump, TruncatedDump
 from ..limits import Limits
+from .addrspace import AddressSpace
 from .model import REGISTER_NAMES, BoundedReader, DumpFile, FileMapping, Module, Thread
 from .redaction import NOTE_NAME, NOTE_TYPE, decode
 

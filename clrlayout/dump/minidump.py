@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from construct import Array, Bytes, Const, ConstructError, Int16ul, Int32ul, Int64ul, Struct, this
 
-from .addrspace import AddressSpace
 from ..errors import MalformedDump, TruncatedDump
 from ..limits import Limits
+from .addrspace import AddressSpace
 from .model import DumpFile, MemoryInfo, Module, Thread
 from .redaction import MAX_MARK, from_comment
 
@@ -118,7 +118,7 @@ MISC_INFO = 15
 MEMORY_INFO_LIST = 16
 # MINIDUMP_TYPE flags of the header
 MINIDUMP_WITH_FULL_MEMORY = 0x2
-KNOWN_STREAM_TYPES = set(range(0, 26)) | {0xFFFF}
+KNOWN_STREAM_TYPES = set(range(26)) | {0xFFFF}
 
 # SystemInfo.ProcessorArchitecture -> clrlayout arch
 PROCESSOR_ARCHITECTURES = {0: "x86", 9: "x64", 12: "arm64", 0x8003: "arm64", 5: "arm"}

@@ -161,7 +161,7 @@ class DumpFile:
     def close(self) -> None:
         self.memory.close()
 
-    def __enter__(self) -> "DumpFile":
+    def __enter__(self) -> DumpFile:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -198,7 +198,7 @@ class BoundedReader:
         remaining = max(0, self._source.size - self._pos)
         n = min(remaining if n is None or n < 0 else min(n, remaining), self._limit)
         at = self._pos - self._block_at
-        if not 0 <= at or at + n > len(self._block):
+        if not at >= 0 or at + n > len(self._block):
             if n > self.AHEAD // 4:  # a big read goes straight to the source
                 data = self._source.pread(self._pos, n)
                 self._pos += len(data)

@@ -39,7 +39,7 @@ def elf_note(mark: dict, little: bool = True) -> bytes:
     """The note (namesz, descsz, type, name, desc, each padded to 4 bytes) that marks an ELF core."""
     order = "little" if little else "big"
     name, desc = NOTE_NAME + b"\0", encode(mark)
-    pad = lambda b: b + bytes(-len(b) % 4)  # noqa: E731
+    pad = lambda b: b + bytes(-len(b) % 4)
     return (len(name).to_bytes(4, order) + len(desc).to_bytes(4, order) + NOTE_TYPE.to_bytes(4, order)
             + pad(name) + pad(desc))
 

@@ -5,8 +5,8 @@ writes the Parquet tables ``dumps``, ``types`` and ``memory`` (:mod:`clrlayout.f
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .worker import WorkerLimits
 
@@ -26,10 +26,12 @@ class FleetSummary:
 
 
 def run(items, out: str, *, scheduler: str | None = None, workers: int | None = None,
-        limits: WorkerLimits = WorkerLimits(), force: bool = False, on_start: Callable[[int], None] = lambda total: None,
+        limits: WorkerLimits | None = None, force: bool = False, on_start: Callable[[int], None] = lambda total: None,
         on_done: Callable[[str, dict], None] = lambda path, result: None) -> FleetSummary:
     """Analyses the dumps of ``items`` into the tables under ``out``; returns what was done.  ``on_start``
-    gets the number of dumps to analyse, ``on_done`` each dump's result as it is written."""
+    gets the number of dumps to analyse, ``on_done`` each dump's result as it is written; ``limits``: each
+    worker's (default :class:`WorkerLimits`)."""
+    limits = limits if limits is not None else WorkerLimits()
     from . import engines
     from .inputs import expand
     from .tables import FleetTables, file_identity

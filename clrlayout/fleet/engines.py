@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import ClrLayoutError, ExitCode
 from .worker import WorkerLimits, kill_running, run_isolated

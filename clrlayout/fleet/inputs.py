@@ -39,7 +39,8 @@ def looks_like_dump(path: str) -> bool:
         return False
     if head[:4] == b"MDMP":
         return True
-    return head[:4] == b"\x7fELF" and len(head) == 18 and int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == ELF_CORE
+    return head[:4] == b"\x7fELF" and len(head) == 18 and \
+        int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == ELF_CORE
 
 
 def _walk(directory: str) -> list[str]:

@@ -118,7 +118,7 @@ def _cap_memory(limit: int) -> None:
 
     for which, value in ((resource.RLIMIT_DATA, limit), (resource.RLIMIT_CORE, 0)):
         try:
-            soft, hard = resource.getrlimit(which)
+            _, hard = resource.getrlimit(which)
             resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
         except (ValueError, OSError):
             pass
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
         result = json.dumps(analyse(args.path, roots, not args.no_retained))
     except MemoryError:
         result = _error_rows("memory-limit", f"the analysis went over the memory limit of {args.memory >> 20:,} MiB")
-    except Exception as e:  # noqa: BLE001 - a bug, or an allocation that failed where Python could not say so
+    except Exception as e:
         used = _data_bytes()
         if used is not None and used > 0.8 * args.memory:
             result = _error_rows("memory-limit", f"the analysis went over the memory limit of {args.memory >> 20:,} "

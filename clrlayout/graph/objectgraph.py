@@ -11,7 +11,6 @@ from .dominators import releasing_dominator_tree, retained_sizes, reverse_graph,
 from .reach import breadth_first, levels
 from .roots import Roots
 
-
 #: nodes summed (packed, unpacked) at a time
 _CHUNK = 1 << 20
 

@@ -17,7 +17,6 @@ docs/limitations.md names.
 from __future__ import annotations
 
 import bisect
-
 from dataclasses import dataclass
 
 import numpy as np

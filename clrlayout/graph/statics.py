@@ -51,7 +51,7 @@ class Statics:
         self.array_at, self.object_mt, self.is_a = array_at, object_mt, is_a
         self.known_types = known_types  #: the MethodTables to learn the DomainLocalModule's shape from
         self.ptr = space.pointer_size
-        self._offsets: tuple[int, int] | None | bool = False  # (in the Module, in the DomainLocalModule)
+        self._offsets: tuple[int, int] | bool | None = False  # (in the Module, in the DomainLocalModule)
         self._named: dict[int, tuple[int, object] | None] = {}
         self._by_base: dict[int, list[int]] | None = None
         self._thread_map: dict | None = None
@@ -62,7 +62,8 @@ class Statics:
     def bases(self, mt: int) -> tuple[int | None, int | None]:
         """(GC statics, non-GC statics) base of the type, None where it is not known."""
         c = self.contract
-        if not isinstance(c, str) and "DynamicStaticsInfo" in c.types and "AuxiliaryData" in c.types.get("MethodTable", {}):
+        if not isinstance(c, str) and "DynamicStaticsInfo" in c.types \
+                and "AuxiliaryData" in c.types.get("MethodTable", {}):
             info = c.types["DynamicStaticsInfo"]
             aux = self.space.try_read_pointer(mt + c.types["MethodTable"]["AuxiliaryData"])
             if not aux:
@@ -70,7 +71,8 @@ class Statics:
             mask = c.globals.get("StaticsPointerMask", ~1) & ((1 << 8 * self.ptr) - 1)
             at = aux - info["!"]
             gc, nongc = (self.space.try_read_pointer(at + info[k]) for k in ("GCStatics", "NonGCStatics"))
-            return (gc & mask or None) if gc is not None else None, (nongc & mask or None) if nongc is not None else None
+            return ((gc & mask or None) if gc is not None else None,
+                    (nongc & mask or None) if nongc is not None else None)
         module = self.module_of(mt)
         offsets = self._dlm_offsets()
         if module is None or not offsets:
@@ -231,7 +233,8 @@ class Statics:
         from .roots import thread_static_arrays
 
         c, space, ptr = self.contract, self.space, self.ptr
-        if isinstance(c, str) or "ThreadStaticsInfo" not in c.types or "AuxiliaryData" not in c.types.get("MethodTable", {}):
+        if isinstance(c, str) or "ThreadStaticsInfo" not in c.types \
+                or "AuxiliaryData" not in c.types.get("MethodTable", {}):
             return {}
         info = c.types["ThreadStaticsInfo"]
         by_index: dict[int, tuple[int, list]] = {}

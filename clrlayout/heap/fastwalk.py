@@ -21,16 +21,16 @@ by object.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
 
 from ..dump.addrspace import AddressSpace
-from ..util.arrays import lookup, positions
 from ..findings import FindingKind, Findings
-from .segments import Segment
 from ..runtime.methodtable import MethodTables
+from ..util.arrays import lookup, positions
+from .segments import Segment
 
 TAIL = 4096  # bytes read past a window, so that its last objects are in the buffer (their fixed fields
 # must be; a string whose characters are not is read again on its own, see batches.batch_from_window)
@@ -56,7 +56,7 @@ class _Table:
     """The known MethodTables as sorted arrays (rebuilt when the walk learns one)."""
 
     def __init__(self, mts: MethodTables):
-        known = {a: mt for a, mt in mts.known().items()}
+        known = dict(mts.known())
         self.addresses = np.array(sorted(known), dtype=np.uint64)
         self.base = np.array([known[a].base_size for a in sorted(known)], dtype=np.int64)
         self.comp = np.array([known[a].component_size for a in sorted(known)], dtype=np.int64)
@@ -100,7 +100,7 @@ class HeapSteps:
     A window is named by a key ``(segment index, k)``: the objects that start in
     ``[start + k * window, start + (k + 1) * window)`` of that segment."""
 
-    def __init__(self, walker: "FastWalker", segments):
+    def __init__(self, walker: FastWalker, segments):
         self.walker = walker
         self.segments = list(segments)
         self.size = walker.space.limits.window
@@ -275,7 +275,7 @@ class FastWalker:
         wtype = words.dtype.type
         gc_bits = p.object.method_table_unmask
 
-        little = words.dtype.byteorder in ("<", "=") and np.little_endian or words.dtype.byteorder == "<"
+        little = (words.dtype.byteorder in ("<", "=") and np.little_endian) or words.dtype.byteorder == "<"
 
         computed = 0  # candidates are known for the words before this byte offset
 
@@ -414,7 +414,8 @@ class FastWalker:
     def _missing(self, pos: int, seg: Segment) -> int | None:
         w = self._reference()
         nxt = w._next_mapped(pos, seg.end)
-        self.findings.add(FindingKind.MEMORY_MISSING, pos, f"heap memory {pos:#x}-{(nxt or seg.end):#x} is not in the dump")
+        self.findings.add(FindingKind.MEMORY_MISSING, pos,
+                          f"heap memory {pos:#x}-{(nxt or seg.end):#x} is not in the dump")
         if nxt is None:
             return None
         return w._resync(nxt, seg.end, seg)

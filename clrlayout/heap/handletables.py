@@ -58,7 +58,8 @@ def _map_by_shape(dump: DumpFile, module) -> int | None:
     return None
 
 
-def handle_table_segments(dump: DumpFile, dac_vars: GcDacVars | None, at: int | None = None) -> list[tuple[int, int, int]]:
+def handle_table_segments(dump: DumpFile, dac_vars: GcDacVars | None, at: int | None = None) -> list[tuple[int, int,
+                                                                                                           int]]:
     """``(start, end, slot)`` of every handle table segment (from the map at ``at``, else the one
     :func:`handle_table_map` finds); [] where the runtime does not say."""
     spec = gc_interface().get("handle_tables")

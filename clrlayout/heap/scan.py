@@ -31,15 +31,15 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
-from ..util.arrays import lookup
-from ..util.ranges import merged, without
+from ..dump import DumpFile
 from ..findings import Findings
 from ..runtime.methodtable import MethodTables
-from ..dump import DumpFile
+from ..util.arrays import lookup
+from ..util.ranges import merged, without
 
 #: the largest object header (a bound's first object has its header before it)
 HEADER_ROOM = 8
@@ -88,7 +88,7 @@ def learn_string_method_table(dump: DumpFile, mts: MethodTables, bounds: list | 
     dt = _dtype(ptr, dump.memory.little_endian)
     len_words = p.string.length_offset // 4
     counts: Counter = Counter()
-    for _, _, addr, data, head, words in iter_words(dump, 4, bounds):
+    for _, _, _addr, data, head, words in iter_words(dump, 4, bounds):
         n = len(words)
         end = "<" if dump.memory.little_endian else ">"
         u32 = np.frombuffer(data, dtype=end + "u4", count=(n * ptr) // 4, offset=head)

@@ -174,7 +174,7 @@ def find_gc_dac_vars(dump: DumpFile, module: Module, warnings: list) -> GcDacVar
     space = dump.memory
     ptr = space.pointer_size
     dtype = np.dtype("<u8" if ptr == 8 else "<u4") if space.little_endian else np.dtype(">u8" if ptr == 8 else ">u4")
-    layouts = {l["major"]: l for l in gc_interface()["layouts"]}
+    layouts = {layout["major"]: layout for layout in gc_interface()["layouts"]}
     rejected = 0
     for lo, hi in search_ranges(dump, module):
         for addr, data in space.iter_windows(lo, hi, record=False):

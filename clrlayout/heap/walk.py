@@ -10,15 +10,15 @@ windows; nothing is read past a segment's end.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
 from ..dump.addrspace import AddressSpace
 from ..findings import FindingKind, Findings
-from .segments import Segment
 from ..runtime.methodtable import MethodTable, MethodTables
+from .segments import Segment
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,8 @@ class HeapWalker:
 
     def past_end(self, pos: int, aligned: int, nxt: int | None, seg: Segment) -> None:
         self.findings.add(FindingKind.OBJECT_PAST_SEGMENT_END, pos,
-                          f"object of {aligned:,} bytes runs past the segment end {seg.end:#x}{_skipped(pos, nxt, seg)}")
+                          f"object of {aligned:,} bytes runs past the segment end {seg.end:#x}"
+                          f"{_skipped(pos, nxt, seg)}")
 
     # --- finding the next object ------------------------------------------------------------------
 
@@ -150,7 +151,7 @@ class HeapWalker:
         count = 0
         if mt.component_size:
             at = q + ptr - buf_start
-            data = buf[at : at + 4] if 0 <= at and at + 4 <= len(buf) else self.space.try_read(q + ptr, 4)
+            data = buf[at : at + 4] if at >= 0 and at + 4 <= len(buf) else self.space.try_read(q + ptr, 4)
             if data is None:
                 return True  # cannot be disproved
             count = self._u32.unpack_from(data)[0]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from . import embedded
 from ..errors import LiveRuntimeUnavailable
+from . import embedded
 from .report import Check, LiveReport
 
 

@@ -77,7 +77,7 @@ class DotNet:
     # --- strings ---------------------------------------------------------------------------------
 
     @staticmethod
-    def chars(units: list[int]) -> "Array[Char]":
+    def chars(units: list[int]) -> Array[Char]:
         """A char[] with exactly these UTF-16 code units (lone surrogates and U+0000 included)."""
         raw = b"".join(u.to_bytes(2, "little") for u in units)
         out = Array.CreateInstance(_t(Char), len(units))

@@ -22,10 +22,12 @@ def dotnet_root() -> Path:
     try:
         import dotnetcore2
     except ImportError:
-        raise LiveRuntimeUnavailable(f"the embedded CoreCLR (package dotnetcore2) is not installed; {INSTALL_HINT}") from None
+        raise LiveRuntimeUnavailable(f"the embedded CoreCLR (package dotnetcore2) is not installed; "
+                                     f"{INSTALL_HINT}") from None
     root = Path(dotnetcore2.__file__).resolve().parent / "bin"
     if not (root / "shared" / "Microsoft.NETCore.App" / RUNTIME_VERSION).is_dir():
-        raise LiveRuntimeUnavailable(f"dotnetcore2 at {root} has no Microsoft.NETCore.App {RUNTIME_VERSION}; {INSTALL_HINT}")
+        raise LiveRuntimeUnavailable(f"dotnetcore2 at {root} has no Microsoft.NETCore.App {RUNTIME_VERSION}; "
+                                     f"{INSTALL_HINT}")
     return root
 
 

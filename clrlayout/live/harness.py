@@ -16,9 +16,9 @@ from ..dump.addrspace import AddressSpace
 from ..findings import Findings
 from ..objects.header import decode_header
 from ..objects.layout import string_layout
+from ..objects.strings import StringObject, object_span, read_string
 from ..runtime.methodtable import MethodTables
 from ..runtime.profiles import Profile, load_named_profile, parse_version, select_profile
-from ..objects.strings import StringObject, object_span, read_string
 from .host import LiveRuntime, load
 from .report import CaseResult, CaseSpec, Check, LiveReport
 
@@ -173,7 +173,8 @@ def _runtime_checks(space: AddressSpace, profile: Profile, net, host: LiveRuntim
     if host.flavor != "mono":
         mts = MethodTables(space, profile)
         raw = mts.read_raw(net.string_type_handle)
-        checks.append(Check("String MethodTable BaseSize", raw is not None and raw.m_BaseSize == profile.string.base_size,
+        checks.append(Check("String MethodTable BaseSize",
+                            raw is not None and raw.m_BaseSize == profile.string.base_size,
                             profile.string.base_size, raw.m_BaseSize if raw is not None else None))
         checks.append(Check("String MethodTable component size", raw is not None and raw.component_size == 2,
                             2, raw.component_size if raw is not None else None))
@@ -201,7 +202,8 @@ def _check_case(space, profile: Profile, net, host: LiveRuntime, r: CaseResult, 
     add(Check("MethodTable", s.method_table == reference_mt, f"{reference_mt:#x}", f"{s.method_table:#x}"))
     add(Check("length", s.length == n, n, s.length))
     got = _units(s.value) if s.value is not None else None
-    add(Check("UTF-16 units", got == spec.units, f"{n} units", "equal" if got == spec.units else _first_diff(spec.units, got)))
+    add(Check("UTF-16 units", got == spec.units, f"{n} units",
+              "equal" if got == spec.units else _first_diff(spec.units, got)))
     add(Check("terminator", s.terminated, 0, "0" if s.terminated else "not 0"))
     if host.flavor != "mono":
         base = MethodTables(space, profile).read_raw(s.method_table).m_BaseSize
@@ -242,7 +244,8 @@ def _header_check(profile: Profile, net, host: LiveRuntime, spec: CaseSpec, s: S
         recursion = 1 if want == "nested_lock" else 0
         owner_ok = state.thread_id == net.managed_thread_id if host.flavor != "mono" else state.thread_id > 0
         ok = state.kind == "thin_lock" and owner_ok and state.recursion == recursion
-        expected = f"thin lock, recursion {recursion}" + (f", thread {net.managed_thread_id}" if host.flavor != "mono" else "")
+        expected = f"thin lock, recursion {recursion}" + \
+            (f", thread {net.managed_thread_id}" if host.flavor != "mono" else "")
     elif want == "hash":
         mask = profile.header.hashcode_mask or 0xFFFFFFFF
         ok = state.kind == "hash" and state.hash_code == spec.expected_hash & mask

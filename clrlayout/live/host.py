@@ -16,8 +16,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import embedded
 from ..errors import LiveRuntimeUnavailable
+from . import embedded
 
 MONO_LIBRARIES = [
     "/usr/lib/libmonosgen-2.0.so.1",
@@ -80,7 +80,8 @@ def load(flavor: str = "coreclr", dotnet_root: str | None = None, framework: str
     global _loaded
     if _loaded is not None:
         if _loaded.flavor != flavor:
-            raise LiveRuntimeUnavailable(f"this process already hosts {_loaded.flavor}; run another process for {flavor}")
+            raise LiveRuntimeUnavailable(f"this process already hosts {_loaded.flavor}; "
+                                         f"run another process for {flavor}")
         return _loaded
     try:
         from clr_loader import get_coreclr, get_mono

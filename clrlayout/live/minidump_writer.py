@@ -11,9 +11,17 @@ import os
 import struct
 import tempfile
 
-from ..dump.minidump import (MINIDUMP_DIRECTORY, MINIDUMP_HEADER, MINIDUMP_MEMORY64_LIST_HEADER,
-                                MINIDUMP_MEMORY_DESCRIPTOR64, MINIDUMP_MODULE, MODULE_LIST, MEMORY64_LIST,
-                                MISC_INFO, SYSTEM_INFO)
+from ..dump.minidump import (
+    MEMORY64_LIST,
+    MINIDUMP_DIRECTORY,
+    MINIDUMP_HEADER,
+    MINIDUMP_MEMORY64_LIST_HEADER,
+    MINIDUMP_MEMORY_DESCRIPTOR64,
+    MINIDUMP_MODULE,
+    MISC_INFO,
+    MODULE_LIST,
+    SYSTEM_INFO,
+)
 
 PLATFORM_LINUX = 0x8201  # Breakpad's MD_OS_LINUX
 ARCH_AMD64 = 9
@@ -31,7 +39,7 @@ def _maps():
 def write_process_minidump(path: str) -> None:
     maps = list(_maps())
     modules: dict[str, list[int]] = {}
-    for lo, hi, perms, name in maps:
+    for lo, hi, _perms, name in maps:
         if name.startswith("/"):
             span = modules.setdefault(name, [lo, hi])
             span[0], span[1] = min(span[0], lo), max(span[1], hi)

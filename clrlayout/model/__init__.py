@@ -9,4 +9,4 @@ from .dump import Dump, DumpInfo, Runtime, open
 from .heap import Heap, HeapObject
 from .types import ClrField, ClrType
 
-__all__ = ["open", "Dump", "DumpInfo", "Runtime", "Heap", "HeapObject", "ClrType", "ClrField"]
+__all__ = ["ClrField", "ClrType", "Dump", "DumpInfo", "Heap", "HeapObject", "Runtime", "open"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..errors import AmbiguousType
 from .heap import Heap
 from .types import ClrType
-from ..errors import AmbiguousType
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class DumpInfo:
     warnings: list
 
     @staticmethod
-    def of(data: dict) -> "DumpInfo":
+    def of(data: dict) -> DumpInfo:
         names = {f.name for f in dataclasses.fields(DumpInfo)}
         return DumpInfo(**{k: data.get(k) for k in names})
 
@@ -103,7 +103,7 @@ class Dump:
         self._session = session
         self.runtime = Runtime(session)
 
-    def __enter__(self) -> "Dump":
+    def __enter__(self) -> Dump:
         return self
 
     def __exit__(self, *exc) -> None:

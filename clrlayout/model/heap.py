@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
-from .types import ClrType
 from ..graph.roots import ROOT_KINDS
+from .types import ClrType
 
 if TYPE_CHECKING:
     from ..heap.segments import Segment
@@ -25,7 +26,7 @@ class HeapObject:
     aligned_size: int  #: the bytes it takes on the heap
     count: int
     generation: str  #: gen0, gen1, gen2, loh, poh or frozen
-    _heap: "Heap" = field(repr=False, compare=False, default=None)
+    _heap: Heap = field(repr=False, compare=False, default=None)
     _value: str | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -52,7 +53,7 @@ class HeapObject:
             out[f.name] = None if data is None else f.decode(data, ptr)
         return out
 
-    def references(self) -> list["HeapObject"]:
+    def references(self) -> list[HeapObject]:
         """The objects this one references (its reference fields' and elements' targets, in slot order, and a
         dependent handle's secondary when this is its primary).  They do not depend on the roots: an unreadable
         kind of root is no error here."""
@@ -63,7 +64,7 @@ class HeapObject:
             return []
         return [heap._node_object(graph, t) for t in graph.indices[graph.indptr[node]:graph.indptr[node + 1]].tolist()]
 
-    def referrers(self) -> list["HeapObject"]:
+    def referrers(self) -> list[HeapObject]:
         """The objects that reference this one (:meth:`Heap.referrers`)."""
         return self._heap.referrers(self)
 
@@ -141,7 +142,7 @@ class Heap:
             self._graphs[key] = self._session.object_graph(key)
         return self._graphs[key]
 
-    def referrers(self, obj: "HeapObject | int") -> list[HeapObject]:
+    def referrers(self, obj: HeapObject | int) -> list[HeapObject]:
         """The objects that reference the object (or the object at that address), each once, in heap order
         (``refs --to``); like references, they do not depend on the roots."""
         graph = self.graph(())
@@ -150,7 +151,7 @@ class Heap:
             return []
         return [self._node_object(graph, int(s)) for s in dict.fromkeys(sorted(graph.referrers(node).tolist()))]
 
-    def root_paths(self, obj: "HeapObject | int", roots=ROOT_KINDS, limit: int = 100) -> list["RootPath"]:
+    def root_paths(self, obj: HeapObject | int, roots=ROOT_KINDS, limit: int = 100) -> list[RootPath]:
         """Why the object is alive (``roots``, SOS ``!gcroot``): for each root that reaches it (at most ``limit``,
         nearest first), a shortest chain of objects from the root's object to it, each with the field of the one
         before that references it.  Empty: the object is dead (no root reaches it)."""
@@ -176,13 +177,13 @@ class Heap:
         """The roots (:class:`~clrlayout.graph.roots.Root`: kind, object, address, thread) of these kinds."""
         return list(self.graph(roots).roots.roots)
 
-    def is_live(self, obj: "HeapObject | int", roots=ROOT_KINDS) -> bool:
+    def is_live(self, obj: HeapObject | int, roots=ROOT_KINDS) -> bool:
         """Whether the object (or the object at that address) is reachable from the roots."""
         graph = self.graph(roots)
         node = graph.graph.node(obj if isinstance(obj, int) else obj.address)
         return node is not None and bool(graph.live[node])
 
-    def retained_size(self, obj: "HeapObject | int", roots=ROOT_KINDS) -> int:
+    def retained_size(self, obj: HeapObject | int, roots=ROOT_KINDS) -> int:
         """The bytes the heap would free if the object became unreachable (its dominator subtree's sizes)."""
         graph = self.graph(roots)
         node = graph.graph.node(obj if isinstance(obj, int) else obj.address)

@@ -262,4 +262,4 @@ def open_native(path: str, limits=None, assemblies=()) -> NativeHeapView:
     return view
 
 
-__all__ = ["Chunk", "NativeHeapView", "native_heap", "open_native", "IN_USE", "MMAPPED"]
+__all__ = ["IN_USE", "MMAPPED", "Chunk", "NativeHeapView", "native_heap", "open_native"]

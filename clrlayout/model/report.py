@@ -148,7 +148,7 @@ def _chain(heap, address: int, kinds) -> tuple[dict | None, list]:
 def _tree(g, retained, children, type_name, nodes, depth: int) -> list:
     out = []
     for v in nodes.tolist():
-        kids = children(v) if depth + 1 < TREE_DEPTH else np.zeros(0, dtype=np.int64)  # noqa: SIM108
+        kids = children(v) if depth + 1 < TREE_DEPTH else np.zeros(0, dtype=np.int64)
         kids = kids[np.argsort(-retained[kids], kind="stable")][:TREE_CHILDREN]
         out.append({"address": int(g.addresses[v]), "type": type_name(v), "retained_size": int(retained[v]),
                     "children": _tree(g, retained, children, type_name, kids, depth + 1)})
@@ -217,7 +217,7 @@ def _inspections(session, og) -> dict:
     mm = memory_map(session, also=(of_window, absorb))
     free = []
     if mm.gc is not None:
-        for (heap, gen), (objects, size) in sorted(mm.gc.objects.items()):
+        for (heap, gen), (_, size) in sorted(mm.gc.objects.items()):
             f = mm.gc.free.get((heap, gen), [0, 0])
             free.append({"heap": heap, "generation": gen, "object_bytes": size, "free_bytes": f[1],
                          "fragmentation": f[1] / (size + f[1]) if size + f[1] else 0.0})

@@ -3,7 +3,7 @@ commands, ``diff`` and ``fleet``): the heap's totals per MethodTable, and where 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def type_totals(session, selected=None, jobs: int | None = None, progress: Callable | None = None,

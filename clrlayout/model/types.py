@@ -30,7 +30,7 @@ class ClrField:
     show: str = ""
 
     @staticmethod
-    def of(f: FieldLayout) -> "ClrField":
+    def of(f: FieldLayout) -> ClrField:
         return ClrField(f.name, f.offset, f.size, f.type, f.declaring_type, f.kind, f.is_static,
                         tuple(ClrField.of(x) for x in f.fields), f.show)
 
@@ -68,7 +68,7 @@ class ClrType:
     _layout: object = field(default=None, repr=False, compare=False)
 
     @staticmethod
-    def of(session: Session, method_table: int) -> "ClrType | None":
+    def of(session: Session, method_table: int) -> ClrType | None:
         """The type of ``method_table`` (None: no valid MethodTable there)."""
         mt = session.mts.get(method_table)
         if mt is None:
@@ -103,7 +103,7 @@ class ClrType:
         return bool(lay is not None and lay.value_type)
 
     @property
-    def parents(self) -> list["ClrType"]:
+    def parents(self) -> list[ClrType]:
         """The parent chain, nearest first (System.Object last)."""
         lay = self.layout()
         return [t for t in (ClrType.of(self._session, m) for m in (lay.parents if lay is not None else ())) if t]

@@ -78,7 +78,8 @@ def walk_heap(memory, first: int, end: int, top: int | None, arena: int, table: 
 def mmapped_chunks(memory, runs, skip, page: int, table: ChunkTable, limit: int) -> None:
     """Mmapped chunks: each its own mapping (adjacent ones merged into one by the kernel), starting on a page with
     a header whose size is whole pages with IS_MMAPPED alone set and prev_size 0 (a chunk of memalign's, whose
-    header sits past an alignment correction, is not found: glibc's count of mmapped chunks then says so).  ``runs``: the dump's memory runs; ``skip``: ranges (the arenas' heaps) that are not."""
+    header sits past an alignment correction, is not found: glibc's count of mmapped chunks then says so).  ``runs``:
+    the dump's memory runs; ``skip``: ranges (the arenas' heaps) that are not."""
     for start, end in runs:
         p = (start + page - 1) // page * page
         while p + 16 <= end and len(table) < limit:

@@ -116,7 +116,7 @@ def mmapped(heap: NativeHeap) -> dict:
 
 def totals(heap: NativeHeap) -> dict:
     state, size = heap.state, heap.size
-    return {"arenas": len(heap.arenas), "chunks": int(len(size)),
+    return {"arenas": len(heap.arenas), "chunks": len(size),
             "system_bytes": sum(a.system_mem for a in heap.arenas),
             "in_use": _count(state == ch.IN_USE, size), "tcache": _count(state == ch.TCACHE, size),
             "fastbins": _count(state == ch.FASTBIN, size), "bins": _count(state == ch.BIN, size),

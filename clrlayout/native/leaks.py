@@ -1,7 +1,8 @@
 """Which in-use native chunks nothing reaches (vmware/chap's "leaked"): the roots are every word of the process's
 memory outside the native heap (modules' writable data, other mappings; a thread's stack only from its stack
 pointer up) and every thread's registers; a chunk is reached when a root word or a word of a reached chunk points
-into it (its user data, interior pointers included, at an 8-byte boundary: a tagged value, odd, is not a pointer).  ``outside``: address ranges whose words are not roots
+into it (its user data, interior pointers included, at an 8-byte boundary: a tagged value, odd, is not a pointer).
+``outside``: address ranges whose words are not roots
 (the GC heap, whose live objects the caller gives as ``extra_roots`` instead).  All in numpy: the heap's words are
 read once, in windows, and the reach is a breadth-first walk over the chunk graph."""
 

@@ -171,7 +171,7 @@ def find_mp(dump, libc: Libc, layout: MallocLayout, main_top: int, main_system: 
             par = at + 8 * int(k) - p["tcache_bins"]
             if par >= at and _par_fits(dump, par, layout, main_top, main_system):
                 return par
-        for k in range(0, len(w) - p["size"] // 8):
+        for k in range(len(w) - p["size"] // 8):
             par = at + 8 * k
             sbrk = int(w[k + p["sbrk_base"] // 8])
             if sbrk and sbrk <= main_top < sbrk + main_system + 4096 and _par_fits(dump, par, layout, main_top,

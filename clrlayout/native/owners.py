@@ -7,7 +7,7 @@ a time, in numpy; only the few words whose value falls in a chunk are looked at 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

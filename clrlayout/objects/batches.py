@@ -5,15 +5,15 @@ answered with vectorised arithmetic, and values are decoded only for the strings
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import numpy as np
 
 from ..heap.segments import HEAP_CODES, HEAPS
 from ..runtime.profiles import Profile
-from .strings import StringObject
 from ..runtime.structs import decode_utf16
+from .strings import StringObject
 
 U64_MASK = (1 << 64) - 1
 
@@ -57,7 +57,7 @@ class StringBatch:
     def value(self, i: int) -> str:
         return decode_utf16(self.raw(i))
 
-    def select(self, mask: np.ndarray) -> "StringBatch":
+    def select(self, mask: np.ndarray) -> StringBatch:
         pick = (lambda a: None if a is None else a[mask])
         return StringBatch(self.profile, self.method_table, self.addresses[mask], self.lengths[mask],
                            self.headers[mask], self.large[mask], self.data, self.char_offsets[mask],
@@ -205,7 +205,8 @@ def batch_from_window(win, string_mt: int, profile: Profile, space, findings=Non
     return out
 
 
-def batch_from_addresses(space, profile: Profile, method_table: int, addresses, large, findings=None) -> StringBatch | None:
+def batch_from_addresses(space, profile: Profile, method_table: int, addresses, large,
+                         findings=None) -> StringBatch | None:
     """A batch of the strings at ``addresses`` (the object scan's results): one read per string, then the
     fields for the whole batch with numpy.  A string that cannot be read is a finding, as in read_strings."""
     from ..errors import AddressError, LimitExceeded

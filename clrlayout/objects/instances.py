@@ -134,7 +134,8 @@ def instance_layout(profile: Profile, layout: TypeLayout, address: int | None = 
     them, the rows of the type (no values; an array of ``count`` elements).
 
     ``count``: its NumComponents (array length); ``element``: for arrays, (type name, show, size, fields)
-    of an element (fields: a value type's, offsets from the start of the element); ``referent(address)``: what a reference points at (a :class:`Referent`)."""
+    of an element (fields: a value type's, offsets from the start of the element); ``referent(address)``: what a
+    reference points at (a :class:`Referent`)."""
     p = profile
     ptr = p.pointer_size
     o = p.object

@@ -113,7 +113,8 @@ def string_layout(profile: Profile, length: int, obj: StringObject | None = None
 
     header = obj.header_state(p) if obj is not None else None
     mono = p.flavor == "mono"
-    names = {"mt": ("MonoVTable*", "(object header: vtable)") if mono else ("MethodTable*", "(object header: MethodTable)"),
+    names = {"mt": ("MonoVTable*", "(object header: vtable)") if mono else ("MethodTable*",
+                                                                            "(object header: MethodTable)"),
              "length": s.length_field,
              "chars": f"{s.chars_field} (UTF-16 characters)"}
     sync_off = o.sync_block_offset

@@ -9,9 +9,9 @@ from construct import ConstructError
 from ..dump.addrspace import AddressSpace
 from ..errors import DecodeError
 from ..findings import FindingKind, Findings
-from .header import HeaderState, decode_header
 from ..runtime.profiles import Profile
 from ..runtime.structs import ClrStructs
+from .header import HeaderState, decode_header
 
 
 @dataclass(frozen=True)

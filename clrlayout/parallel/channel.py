@@ -8,6 +8,7 @@ import select
 import signal
 import struct
 
+
 class Channel:
     """Messages of one kind byte, a length and a pickled payload, over a pair of pipes."""
 

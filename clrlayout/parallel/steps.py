@@ -8,10 +8,11 @@ import os
 import select
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from .channel import Channel as _Channel, reap as _reap
+from .channel import Channel as _Channel
+from .channel import reap as _reap
 
 MIN_HEAP_BYTES = 64 << 20  # heap bytes per process: below this another process costs more than it saves
 MAX_JOBS = 64  # processes at most (the claim table holds one byte per window: the process that claimed it)
@@ -357,9 +358,10 @@ class _Parent:
             self.channels[who].send(kind, idx)
 
 
-def _child(analysis, steps, render, channel: "_Channel", plan: list, claims, who: int) -> None:
+def _child(analysis, steps, render, channel: _Channel, plan: list, claims, who: int) -> None:
     """Claims the next unclaimed windows (BLOCK of them), walks each from a guess or from where its walk
-    of the one before ended, and sends the results to the parent, until none is left.  Its output is written when the parent gives the turn (T) or dropped (X); between
+    of the one before ended, and sends the results to the parent, until none is left.  Its output is written when the
+    parent gives the turn (T) or dropped (X); between
     windows it takes the verdicts that have come, and waits for one only with AHEAD outputs kept back.
     Never returns."""
     code = 0
@@ -403,7 +405,7 @@ def _claim_block(claims, idx: int, who: int, end: int) -> list[int]:
     return block
 
 
-def _judged(channel: "_Channel", kept: dict, room: int) -> bool:
+def _judged(channel: _Channel, kept: dict, room: int) -> bool:
     """Take the parent's verdicts on kept outputs: those that have come, and more until fewer than
     ``room`` are kept.  False: the parent has gone."""
     while kept and (len(kept) >= max(room, 1) or channel.ready()):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -163,8 +163,8 @@ def _by_reference(batch, indices, fmt: str, pointer_size: int, limit: int) -> by
 
 def warm_up() -> None:
     """Run each kernel once on a tiny batch, so that numba compiles it (or loads it from its cache) here."""
-    from ..runtime.profiles import select_profile
     from ..objects.batches import StringBatch
+    from ..runtime.profiles import select_profile
 
     p = select_profile("coreclr", "x64", "3.1.23")
     batch = StringBatch(p, 0x1000, np.array([0x2000], dtype=np.uint64), np.array([1], dtype=np.int64),

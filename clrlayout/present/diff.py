@@ -36,11 +36,13 @@ def render(result, fmt: str, top: int | None) -> list[str]:
         return buf.getvalue().rstrip("\n").split("\n")
     lines = [f"{i}: {s.path} ({s.runtime} {s.arch})" for i, s in enumerate(sides)]
     retained = bool(rows and rows[0].retained)
-    head = [f"{'Count ' + str(i):>10}" for i in range(len(sides))] + [f"{'Bytes ' + str(i):>12}" for i in range(len(sides))]
+    head = [f"{'Count ' + str(i):>10}" for i in range(len(sides))] + \
+        [f"{'Bytes ' + str(i):>12}" for i in range(len(sides))]
     lines.append("  ".join([*head, f"{'+Count':>9}", f"{'+Bytes':>12}", *([f"{'+Retained':>12}"] if retained else []),
                             "Type"]))
     for r in rows:
-        mark = {"new": " (new)", "gone": " (gone)"}.get(r.status, "") + (" (grew every step)" if r.grew_every_step else "")
+        mark = {"new": " (new)", "gone": " (gone)"}.get(r.status,
+                                                        "") + (" (grew every step)" if r.grew_every_step else "")
         lines.append("  ".join([*(f"{c:>10,}" for c in r.counts), *(f"{b:>12,}" for b in r.sizes),
                                 f"{r.delta_count:>+9,}", f"{r.delta_bytes:>+12,}",
                                 *([f"{r.delta_retained:>+12,}"] if retained else []), r.name + mark]))

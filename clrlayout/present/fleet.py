@@ -16,8 +16,14 @@ class FleetProgress:
         if not self.enabled or not total:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-            TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._bar = Progress(TextColumn("dumps"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("{task.fields[errors]:,} errors"),
@@ -40,7 +46,7 @@ class FleetProgress:
             self._bar.stop()
             self._bar = None
 
-    def __enter__(self) -> "FleetProgress":
+    def __enter__(self) -> FleetProgress:
         return self
 
     def __exit__(self, *exc) -> None:

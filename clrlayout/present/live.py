@@ -18,7 +18,8 @@ def live_lines(report) -> list[str]:
     lines += table(["CASE", "ADDRESS", "LEN", "SIZE", "ALIGNED", "HEADER", "CHECKS"], rows, "llrrrll", indent="  ")
     lines += ["", "Runtime checks:"]
     for c in report.runtime_checks:
-        lines.append(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}: {c.actual}" + ("" if c.ok else f" (expected {c.expected})"))
+        lines.append(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}: {c.actual}"
+                     + ("" if c.ok else f" (expected {c.expected})"))
     failed = [(case.spec.name, c) for case in report.cases for c in case.failures]
     if failed:
         lines += ["", "Failures:"]

@@ -59,7 +59,8 @@ def _loader_heaps(mm: MemoryMap) -> dict:
     holds of them (of which code)."""
     lh = mm.loader_heaps
     return {"blocks": len(lh.blocks), "lists": lh.lists, "reserved_bytes": lh.reserved_bytes,
-            "dump_bytes": _held(mm, *LOADER_HEAP_OWNERS.values()), "code_dump_bytes": _held(mm, LOADER_HEAP_OWNERS[True])}
+            "dump_bytes": _held(mm, *LOADER_HEAP_OWNERS.values()), "code_dump_bytes": _held(mm,
+                                                                                            LOADER_HEAP_OWNERS[True])}
 
 
 def _bookkeeping(mm: MemoryMap) -> dict:

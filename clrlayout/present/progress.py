@@ -52,8 +52,8 @@ class ScanProgress:
         if self._bar is None:
             if time.monotonic() - self.started < PROGRESS_DELAY:
                 return
-            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
             from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
             self._bar = Progress(TextColumn("scanning"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                                  TextColumn("{task.fields[strings]:,} strings"),
@@ -67,7 +67,7 @@ class ScanProgress:
             self._bar.stop()
             self._bar = None
 
-    def __enter__(self) -> "ScanProgress":
+    def __enter__(self) -> ScanProgress:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -255,13 +255,20 @@ th, td {{ border-bottom: 1px solid #ddd; padding: 2px 10px; text-align: left; }}
       box.appendChild(d);
     }});
   }}
-  document.getElementById("treemap-up").onclick = function (e) {{ e.preventDefault(); if (path.length > 1) {{ path.pop(); draw(); }} }};
+  document.getElementById("treemap-up").onclick = function (e) {{
+    e.preventDefault(); if (path.length > 1) {{ path.pop(); draw(); }}
+  }};
   document.querySelectorAll("table.sortable th").forEach(function (th, i) {{
     th.onclick = function () {{
-      var table = th.closest("table"), body = table.tBodies[0], col = Array.prototype.indexOf.call(th.parentNode.children, th);
+      var table = th.closest("table"), body = table.tBodies[0];
+      var col = Array.prototype.indexOf.call(th.parentNode.children, th);
       var rows = Array.prototype.slice.call(body.rows), asc = th.dataset.asc !== "1";
-      function key(r) {{ var t = r.cells[col].textContent.replace(/[,%+]/g, ""); var n = parseFloat(t); return isNaN(n) ? t : n; }}
-      rows.sort(function (a, b) {{ var x = key(a), y = key(b); return (x > y ? 1 : x < y ? -1 : 0) * (asc ? 1 : -1); }});
+      function key(r) {{
+        var t = r.cells[col].textContent.replace(/[,%+]/g, ""); var n = parseFloat(t); return isNaN(n) ? t : n;
+      }}
+      rows.sort(function (a, b) {{
+        var x = key(a), y = key(b); return (x > y ? 1 : x < y ? -1 : 0) * (asc ? 1 : -1);
+      }});
       rows.forEach(function (r) {{ body.appendChild(r); }}); th.dataset.asc = asc ? "1" : "0";
     }};
   }});

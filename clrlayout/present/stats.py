@@ -43,7 +43,8 @@ def render(a, result, duplicates, fmt: str, top: int) -> list[str]:
 
 def stats_lines(a, r) -> list[str]:
     how = "exact heap walk" if a.heap.exact else "checked scan"
-    lines = [f"System.String: {counted(r.count, 'object')} ({a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}, {how})",
+    runtime = f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}"
+    lines = [f"System.String: {counted(r.count, 'object')} ({runtime}, {how})",
              f"  SOS size:        {r.total_size:,} bytes (BaseSize + 2 x length, summed)",
              f"  on the heap:     {r.total_aligned_size:,} bytes (aligned)",
              f"  characters:      {r.total_length:,} UTF-16 units", "", "Where the bytes go:"]

@@ -91,5 +91,6 @@ def layout_table(layout: ObjectLayout, title: str) -> list[str]:
     base = layout.profile.string.base_size if layout.base_size is None else layout.base_size
     parts = f"BaseSize {base}" + (f" + {layout.component_size} x {layout.length}" if layout.component_size else "")
     lines.append(f"Instance size: {layout.aligned_size} bytes (SOS size {layout.sos_size}: {parts})")
-    lines.append(f"Space losses: {internal} bytes internal + {external} bytes external = {internal + external} bytes total")
+    lines.append(f"Space losses: {internal} bytes internal + {external} bytes external = "
+                 f"{internal + external} bytes total")
     return lines

@@ -96,7 +96,8 @@ def render(session, lay: TypeLayout, fmt: str, statics=None) -> list[str]:
     if lay.statics and rows is not None:
         lines += ["", "Static fields (not in the object; as SOS's !dumpclass):"]
         lines += table(["ADDRESS", "TYPE", "NAME", "VALUE"],
-                       [[r["address"] or "", r["type"], r["name"], r["value"] or ""] for r in rows], "llll", indent="  ")
+                       [[r["address"] or "", r["type"], r["name"],
+                         r["value"] or ""] for r in rows], "llll", indent="  ")
     elif lay.statics:
         lines += ["", "Static fields (not in the object):"]
         lines += table(["TYPE", "NAME"], [[f.type, f.name] for f in lay.statics], "ll", indent="  ")

@@ -22,7 +22,8 @@ def render(a, rows, fmt: str, shown=None) -> list[str]:
     size = sum(r.total_size for r in rows)
     aligned = sum(r.total_aligned_size for r in rows)
     if fmt == "json":
-        return [dumps({"types": [r.as_dict() for r in shown], "type_count": len(rows), "count": count, "total_size": size,
+        return [dumps({"types": [r.as_dict() for r in shown], "type_count": len(rows), "count": count,
+                       "total_size": size,
                        "total_aligned_size": aligned, "exact": a.heap.exact,
                        "runtime": {"flavor": a.runtime.flavor, "version": a.runtime.version}})]
     if fmt == "csv":

@@ -23,15 +23,16 @@ import functools
 import json
 import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from construct import ConstructError, Int32ul, Int64ul, Struct
 
 from ..dump import DumpFile, Module
-from .image import same_file
 from ..formats import load as load_format
+from .image import same_file
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def descriptor_data(directory: str | None = None) -> dict:
     return load_format("contract-descriptor", directory)
 
@@ -107,7 +108,7 @@ class _ModuleBytes:
         """A method of the module's file; None, and the file set aside, when the file turns out unreadable."""
         try:
             return getattr(self.file, method)(*args)
-        except Exception:  # noqa: BLE001 -- pyelftools and pefile raise many kinds on a file they cannot read
+        except Exception:
             self.close()
             self._file = False
             return None
@@ -127,7 +128,7 @@ class _ImageFile:
         self.size = os.fstat(f.fileno()).st_size
 
     @staticmethod
-    def open(dump: DumpFile, module: Module, search=()) -> "_ImageFile | None":
+    def open(dump: DumpFile, module: Module, search=()) -> _ImageFile | None:
         """The module's file: at the path the dump names, else by its name in one of the ``search``
         directories; only the file the dump mapped (the same headers)."""
         candidates = [module.path] + [os.path.join(d, module.name) for d in search]
@@ -145,7 +146,7 @@ class _ImageFile:
             image = cls(f, module) if cls else None
             if image is not None and image.ok:
                 return image
-        except Exception:  # noqa: BLE001 -- pyelftools and pefile raise many kinds on a bad file
+        except Exception:
             pass
         f.close()
         return None
@@ -165,7 +166,7 @@ class _ElfFile(_ImageFile):
     relative relocations for the pointers in its data."""
 
     #: e_machine -> its R_*_RELATIVE relocation type
-    RELATIVE = {"EM_X86_64": 8, "EM_AARCH64": 1027, "EM_386": 8, "EM_ARM": 23}
+    RELATIVE: ClassVar[dict[str, int]] = {"EM_X86_64": 8, "EM_AARCH64": 1027, "EM_386": 8, "EM_ARM": 23}
 
     def __init__(self, f, module: Module):
         from elftools.elf.elffile import ELFFile
@@ -251,7 +252,7 @@ class _PeFile(_ImageFile):
         rva = address - self.module.base
         try:
             offset = self.pe.get_offset_from_rva(rva)
-        except Exception:  # noqa: BLE001 -- pefile raises PEFormatError for an RVA outside its sections
+        except Exception:
             return None
         return self._pread(offset, size) if offset is not None else None
 

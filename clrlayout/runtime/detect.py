@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..dump import DumpFile, Module
 from ..errors import RuntimeNotFound
 from .image import ImageVersion, holds_runtime, image_version
 from .profiles import Profile, parse_version, select_profile
-from ..dump import DumpFile, Module
 
 # module file name -> flavor (case-insensitive)
 RUNTIME_MODULES = {
@@ -78,7 +78,7 @@ def detect_runtime(dump: DumpFile) -> RuntimeInfo:
     if not found:
         exe = _single_file_runtime(dump)
         if exe is None:
-            names = ", ".join(sorted({n for n in RUNTIME_MODULES}))
+            names = ", ".join(sorted(set(RUNTIME_MODULES)))
             raise RuntimeNotFound(f"{dump.path}: no .NET runtime module in the dump (looked for {names}, and for "
                                   f"an executable with the runtime linked in)")
         found, single_file = [(exe, "coreclr")], True
@@ -94,7 +94,8 @@ def _version(flavor: str, module: Module, image: ImageVersion | None) -> tuple[s
     path = _PATH_VERSION.search(module.path)
     path_version = path.group(1) if path else None
     if image is not None:
-        v = (image.product_version if flavor == "coreclr" else None) or _version_from_file_version(flavor, image.file_version)
+        v = (image.product_version if flavor == "coreclr" else None) or _version_from_file_version(flavor,
+                                                                                                   image.file_version)
         said = f"the runtime's version string in {image.where} ({image.describe()})"
         if v and v.count(".") < 2 and path_version and path_version.startswith(v.removesuffix(".x") + "."):
             return path_version, f"the module path; {said} agrees ({v})"

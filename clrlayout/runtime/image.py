@@ -4,7 +4,8 @@ carries.
 CoreCLR binaries carry ``@(#)Version 8.0.424.16909 @Commit: 2d7eea25...``: the file version (its build number is
 the patch times 100 plus the year: 8.0.4) and the commit it was built from.  .NET Core 2.x's carry
 ``@(#)Version 4.6.27617.05 @BuiltBy: root-95ed16d294e4 @Branch: release/2.2 @SrcCode: https://github.com/dotnet/coreclr/tree/921f25a0...``:
-its file version does not tell 2.0, 2.1 and 2.2 apart (they were built side by side), its branch does.  A self-contained single-file app
+its file version does not tell 2.0, 2.1 and 2.2 apart (they were built side by side), its branch does.  A
+self-contained single-file app
 links the runtime into its executable, which then exports ``DotNetRuntimeInfo`` (a structure that starts with
 that name): no libcoreclr module is loaded, so the module that holds those bytes is the runtime.
 

@@ -9,7 +9,8 @@ of the memory searched is tried as a record (a page-aligned address, a size of w
 record is kept only when its whole list holds together -- every ``next`` leads to another record, the last
 to null --, its block starts in memory of the process as the dump describes it, and the list is the one a
 loader heap holds: a word points at its first record (``m_pFirstBlock``) with, a few words beside it, a
-pointer into that first (newest) block (the heap's allocation pointer, committed end or reserved end).  Against the runtime's
+pointer into that first (newest) block (the heap's allocation pointer, committed end or reserved end).  Against the
+runtime's
 own DAC (``TraverseLoaderHeap`` over every heap it knows, tests/samples/test_memory.py) the blocks kept are the
 DAC's, block for block; on .NET Core 3.1 also two blocks of the global loader allocator's first
 reservation that the 3.1 DAC lists under no heap.
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..dump.addrspace import AddressSpace
-from ..util.ranges import merged, without
 from ..formats import load as load_format
+from ..util.ranges import merged, without
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def _kept(records: dict, spec: dict, space: AddressSpace, skip) -> tuple[int, li
             chain.append(at)
             seen.add(at)
             at = records[at][0]
-        ok = whole[at] if at in whole else at == 0
+        ok = whole.get(at, at == 0)
         for a in chain:
             whole[a] = ok
     kept = [a for a, ok in whole.items() if ok and space.is_described(records[a][1])]

@@ -105,7 +105,8 @@ class MethodTables:
         if parent % ptr:
             return None
         # a parent that is in the dump must be whole; one that is not (triage dumps) cannot be checked
-        if parent and self.space.region_at(parent) is not None and not self.space.is_mapped(parent, p.method_table.size):
+        if parent and self.space.region_at(parent) is not None and not self.space.is_mapped(parent,
+                                                                                            p.method_table.size):
             return None
         eeclass = raw.get("m_pEEClass", 0)
         kind = self._classify(raw)

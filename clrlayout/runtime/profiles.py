@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InvalidProfile, NoMatchingProfile, UsageError
-from ..formats import formats_dir, load as load_format, profile_table
+from ..formats import formats_dir, profile_table
+from ..formats import load as load_format
 
 # --- versions ---------------------------------------------------------------------------------------
 
@@ -234,7 +235,7 @@ def _merge(base: dict, top: dict) -> dict:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _raw(name: str, directory: str) -> dict:
     """A profile file with its baselines merged under it; overrides collected in order, not applied."""
     path = Path(directory) / f"{name}.toml"
@@ -244,7 +245,8 @@ def _raw(name: str, directory: str) -> dict:
         if key not in PROFILE_KEYS:
             raise InvalidProfile(str(path), f"profile.{key}", "unknown key")
     for key in data:
-        if key not in SCHEMA and key not in ("profile", "sources", "overrides", "layouts", "heap_segment", "generation"):
+        if key not in SCHEMA and key not in ("profile", "sources", "overrides", "layouts", "heap_segment",
+                                             "generation"):
             raise InvalidProfile(str(path), key, "unknown section")
     merged: dict = {}
     overrides: list = []
@@ -282,7 +284,8 @@ def _apply_fields(fields: dict, changes: dict) -> dict:
     return out
 
 
-def load_profile(name: str, version: tuple[int, ...] | str | None = None, directory: str | Path | None = None) -> Profile:
+def load_profile(name: str, version: tuple[int, ...] | str | None = None,
+                 directory: str | Path | None = None) -> Profile:
     """The profile ``formats/<name>.toml`` resolved for a runtime ``version`` (None: newest layout)."""
     directory = str(directory or formats_dir())
     if isinstance(version, str):
@@ -360,13 +363,14 @@ def _build(name, path, meta, data, sources, version, applied) -> Profile:
         size = FIELD_TYPES[spec["type"]] or ptr
         off = spec["offset"]
         if off < 0 or off + size > mt["size"]:
-            raise InvalidProfile(path, f"method_table.fields.{fname}", f"offset {off:#x} + {size} is outside the size {mt['size']:#x}")
+            raise InvalidProfile(path, f"method_table.fields.{fname}",
+                                 f"offset {off:#x} + {size} is outside the size {mt['size']:#x}")
         if off % size:
             raise InvalidProfile(path, f"method_table.fields.{fname}", f"offset {off:#x} is not {size}-aligned")
         spans.append((off, off + size, fname))
         fields[fname] = FieldSpec(fname, off, spec["type"], size)
     spans.sort()
-    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+    for (_, a1, an), (b0, _, bn) in zip(spans, spans[1:]):
         if b0 < a1:
             raise InvalidProfile(path, f"method_table.fields.{bn}", f"overlaps {an}")
     for need in ("m_dwFlags", "m_BaseSize", "m_pParentMethodTable") if has_mt else ():

@@ -15,13 +15,13 @@ from construct import (
     Adapter,
     Bytes,
     Computed,
+    Int8ul,
     Int16ub,
     Int16ul,
     Int32ub,
     Int32ul,
     Int64ub,
     Int64ul,
-    Int8ul,
     Padding,
     Struct,
     this,
@@ -88,7 +88,7 @@ class ClrStructs:
 
     @staticmethod
     @functools.lru_cache(maxsize=64)
-    def of(profile: Profile) -> "ClrStructs":
+    def of(profile: Profile) -> ClrStructs:
         return ClrStructs(profile)
 
     # --- MethodTable -------------------------------------------------------------------------------

@@ -63,12 +63,12 @@ def managed_threads(space, contract) -> list[ManagedThread] | str:
     out = []
     for native in natives:
 
-        def u32(name: str) -> int:
-            data = space.try_read(native + thread[name], 4)
+        def u32(name: str, at: int = native) -> int:
+            data = space.try_read(at + thread[name], 4)
             return int.from_bytes(data, "little") if data else 0
 
-        def word(name: str) -> int:
-            return space.try_read_pointer(native + thread[name]) or 0
+        def word(name: str, at: int = native) -> int:
+            return space.try_read_pointer(at + thread[name]) or 0
 
         if space.try_read(native, max(thread[f] for f in FIELDS) + ptr) is None:
             return f"a Thread of the runtime's list ({native:#x}) is not in the dump"

@@ -9,4 +9,4 @@ from .core import Session
 from .opening import open_session
 from .typesystem import FREE_TYPE, STRING_TYPE
 
-__all__ = ["Session", "open_session", "STRING_TYPE", "FREE_TYPE"]
+__all__ = ["FREE_TYPE", "STRING_TYPE", "Session", "open_session"]

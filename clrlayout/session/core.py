@@ -62,7 +62,7 @@ class Session(Describe, TypeSystem, Walks, RuntimeMemory):
             self._names.images.close()
         self.dump.close()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -99,7 +99,8 @@ class Session(Describe, TypeSystem, Walks, RuntimeMemory):
         raise self._because(TypeNotFound(self._why_no_string_mt()))
 
     def _checked_override(self, address: int) -> int:
-        """A given String MethodTable (``method_table``): a MethodTable with System.String's shape (detection's checks, but a BaseSize other than the
+        """A given String MethodTable (``method_table``): a MethodTable with System.String's shape (detection's
+        checks, but a BaseSize other than the
         profile's is a warning: the profile may be the one that is wrong)."""
         raw = self.mts.read_raw(address)
         if raw is None:
@@ -108,8 +109,8 @@ class Session(Describe, TypeSystem, Walks, RuntimeMemory):
         shape = None if mt is None else mt.kind
         if shape == "class" and raw.component_size == self.profile.string.component_size \
                 and self.mts.looks_like_string(raw, check_base_size=False):
-            self.warnings.append(f"method_table={address:#x} has BaseSize {raw.m_BaseSize}; profile {self.profile.label} "
-                                 f"says {self.profile.string.base_size}")
+            self.warnings.append(f"method_table={address:#x} has BaseSize {raw.m_BaseSize}; "
+                                 f"profile {self.profile.label} says {self.profile.string.base_size}")
             shape = "string"
         if shape != "string":
             name = self.type_name(address) if self.profile.method_table is not None else None

@@ -7,7 +7,8 @@ from ..util.arrays import distinct
 
 
 class Describe:
-    """What the dump is: the data ``info`` shows, the contract descriptor compared, the heap's types counted. (a part of :class:`~clrlayout.session.Session`)."""
+    """What the dump is: the data ``info`` shows, the contract descriptor compared, the heap's types counted. (a part
+    of :class:`~clrlayout.session.Session`)."""
 
     @property
     def info(self) -> dict:

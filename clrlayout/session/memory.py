@@ -7,7 +7,8 @@ from ..util.allocator import release_freed
 
 
 class RuntimeMemory:
-    """The runtime's memory beside the heap (loader heaps, GC bookkeeping, handle tables) and the object graph. (a part of :class:`~clrlayout.session.Session`)."""
+    """The runtime's memory beside the heap (loader heaps, GC bookkeeping, handle tables) and the object graph. (a
+    part of :class:`~clrlayout.session.Session`)."""
 
     def loader_heaps(self):
         """The runtime's loader heaps (:mod:`clrlayout.runtime.loaderheaps`): their block records searched in
@@ -51,9 +52,9 @@ class RuntimeMemory:
         references, reachability, dominators), built once per set of kinds (exact walk only). ``exclusive``: the
         caller's alone, the session keeps none of it, so that it may free the references once its dominator tree
         is made (``ObjectGraph.dominators(release=True)``: what a whole-heap ``retained`` needs, in less memory)."""
+        from ..dump.redaction import describe
         from ..graph.build import build_graph
         from ..graph.objectgraph import ObjectGraph
-        from ..dump.redaction import describe
         from ..graph.roots import ROOT_KINDS, find_roots
 
         self.require_exact("the object graph")

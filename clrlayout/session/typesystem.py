@@ -1,4 +1,5 @@
-"""The dump's types: names as the DAC prints them, field layouts, the types a name selects, what a reference points at."""
+"""The dump's types: names as the DAC prints them, field layouts, the types a name selects, what a reference points
+at."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ FREE_TYPE = "Free"
 
 
 class TypeSystem:
-    """The dump's types: names as the DAC prints them, field layouts, the types a name selects, what a reference points at. (a part of :class:`~clrlayout.session.Session`)."""
+    """The dump's types: names as the DAC prints them, field layouts, the types a name selects, what a reference
+    points at. (a part of :class:`~clrlayout.session.Session`)."""
 
     @property
     def names(self):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from ..findings import FindingKind, Findings
 from ..heap.scan import iter_string_addresses
-from ..heap.walk import WalkedObject, HeapWalker
+from ..heap.walk import HeapWalker, WalkedObject
 from ..objects.strings import StringObject, read_strings
 from ..util.arrays import distinct
 
@@ -18,7 +18,8 @@ BATCH = 65536
 
 
 class Walks:
-    """Walking the heap: every string (in batches), every object, the objects of a type, the object at an address. (a part of :class:`~clrlayout.session.Session`)."""
+    """Walking the heap: every string (in batches), every object, the objects of a type, the object at an address. (a
+    part of :class:`~clrlayout.session.Session`)."""
 
     def strings(self, selected=None) -> Iterator[StringObject]:
         """Every System.String of the heap, in heap order, each with ``address``, ``method_table``,

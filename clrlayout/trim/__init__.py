@@ -15,12 +15,11 @@ import tempfile
 from dataclasses import dataclass, replace
 
 from .. import __version__
-from ..session import open_session
 from ..errors import OutputError, TruncatedDump
-from ..limits import DEFAULT_LIMITS, Limits
-from .ranges import PAGE, pages
 from ..graph.roots import ROOT_KINDS
-
+from ..limits import DEFAULT_LIMITS, Limits
+from ..session import open_session
+from .ranges import PAGE, pages
 
 
 @dataclass
@@ -65,7 +64,7 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
         log = space.log if redaction is not None else space.start_recording()
         a.string_method_table()
         count = 0
-        for s in a.iter_strings(decode=True):
+        for _ in a.iter_strings(decode=True):
             if max_strings is not None and count >= max_strings:
                 break
             count += 1

@@ -44,7 +44,7 @@ def metadata_streams(data: bytes, root: int) -> list[tuple[bytes, int, int]] | N
     """(name, offset from the root, size) of each stream of the metadata root at ``root`` of ``data``, and as the
     last entry (b"", end of the stream headers, 0); None when ``root`` does not start a metadata root."""
     def u32(at):
-        return int.from_bytes(data[at:at + 4], "little") if 0 <= at and at + 4 <= len(data) else None
+        return int.from_bytes(data[at:at + 4], "little") if at >= 0 and at + 4 <= len(data) else None
 
     length = u32(root + 12)
     if length is None or length > 256 or data[root + 16:root + 17] != b"v":  # "v4.0.30319"
@@ -121,7 +121,8 @@ class _Known:
         self.header_bytes = _header_length(headers.__data__)
         self.head = bytes(headers.__data__[:self.header_bytes])
         directories = headers.OPTIONAL_HEADER.DATA_DIRECTORY
-        self.cli_rva = directories[CLI_HEADER_DIRECTORY].VirtualAddress if len(directories) > CLI_HEADER_DIRECTORY else 0
+        has_cli = len(directories) > CLI_HEADER_DIRECTORY
+        self.cli_rva = directories[CLI_HEADER_DIRECTORY].VirtualAddress if has_cli else 0
         self.cli_offset = _offset(headers, self.cli_rva)
         self.size_of_image = int(headers.OPTIONAL_HEADER.SizeOfImage)
         self.file_size = max([headers.OPTIONAL_HEADER.SizeOfHeaders]

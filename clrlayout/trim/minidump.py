@@ -6,7 +6,6 @@ import io
 
 from construct import Array, ConstructError
 
-from ..errors import MalformedDump
 from ..dump.minidump import (
     COMMENT_A,
     MEMORY64_LIST,
@@ -16,15 +15,16 @@ from ..dump.minidump import (
     MINIDUMP_MEMORY_DESCRIPTOR64,
     MINIDUMP_MODULE,
     MINIDUMP_THREAD,
+    MINIDUMP_WITH_FULL_MEMORY,
     MISC_INFO,
     MODULE_LIST,
-    MINIDUMP_WITH_FULL_MEMORY,
     MODULE_SIZE,
     SYSTEM_INFO,
     THREAD_LIST,
     THREAD_SIZE,
 )
 from ..dump.redaction import COMMENT_PREFIX, encode
+from ..errors import MalformedDump
 from .ranges import clip, copy_range, merge
 
 # streams copied byte for byte (they hold no RVAs): MiscInfo (but for trim --redact), MemoryInfoList, ThreadInfoList
@@ -119,7 +119,8 @@ def write_minidump(dump, ranges, f, comment: str, keep=None, keep_stacks: bool =
         if kind == THREAD_LIST:
             thread_list_rva = directory[-1][2]
     # a redacted dump's comment is its mark (what it lacks: clrlayout.dump.redaction), else the comment given
-    text = (COMMENT_PREFIX.encode("ascii") + encode(mark) if mark is not None else comment.encode("ascii", "replace")) + b"\0"
+    text = (COMMENT_PREFIX.encode("ascii") + encode(mark) if mark is not None else comment.encode("ascii",
+                                                                                                  "replace")) + b"\0"
     directory.append((COMMENT_A, len(text), blob.add(text)))
 
     mem_header_size = MINIDUMP_MEMORY64_LIST_HEADER.sizeof() + len(pieces) * MINIDUMP_MEMORY_DESCRIPTOR64.sizeof()

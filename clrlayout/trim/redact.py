@@ -48,7 +48,7 @@ class Keep:
         self.held = list(held)
 
     @classmethod
-    def of(cls, intervals, held=()) -> "Keep":
+    def of(cls, intervals, held=()) -> Keep:
         starts, ends = _merge(*intervals)
         return cls(starts, ends, held)
 
@@ -174,7 +174,8 @@ def heap_structure(session, keep_types: set[int]):
         slots = slots.astype(np.uint64)
         starts.append(slots)
         ends.append(slots + np.uint64(ptr))
-        structure = np.where(free[inverse], 0, header) + ptr + extra.astype(np.int64) + ptr * np.bincount(src, minlength=len(addresses))
+        structure = np.where(free[inverse], 0,
+                             header) + ptr + extra.astype(np.int64) + ptr * np.bincount(src, minlength=len(addresses))
         _count(session, report, table, inverse, win.aligned - structure, kept, info)
     if not starts:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64), report

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from construct import Array, ConstructError, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Padding, Struct
 
-from ..formats import formats_dir, load as load_format
+from ..formats import formats_dir
+from ..formats import load as load_format
 from ..runtime.profiles import version_matches
 from ..runtime.structs import relative_target
 from ..util.bits import BitStream
@@ -172,7 +173,7 @@ def _at(size: int, items: list) -> Struct:
     return Struct(*parts)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _data(directory: str) -> dict:
     return load_format("type-system", directory)
 

@@ -20,8 +20,19 @@ import os
 
 from .loose import LooseImages
 from .metadata import Metadata, MetadataError
-from .pe import (HEADER_BYTES, MAX_ASSEMBLY_FILES, MAX_IMAGE_BYTES, MAX_MAPPINGS_BACK, MODULE_SEARCH_BYTES, Image,
-                 _essential, _extent, _file_offset, _headers)
+from .pe import (
+    HEADER_BYTES,
+    MAX_ASSEMBLY_FILES,
+    MAX_IMAGE_BYTES,
+    MAX_MAPPINGS_BACK,
+    MODULE_SEARCH_BYTES,
+    Image,
+    _essential,
+    _extent,
+    _file_offset,
+    _headers,
+)
+
 
 class _File:
     """Bytes of one file on disk, read with pread."""
@@ -66,7 +77,7 @@ class _MappedFile:
         return bytes(out)
 
     @staticmethod
-    def of(path: str, mappings: list, space) -> "_MappedFile | None":
+    def of(path: str, mappings: list, space) -> _MappedFile | None:
         """The dump's copy of ``path`` when it holds the first page of one of its mappings."""
         mine = [m for m in mappings if m.path == path]
         if not mine or not any(space.try_read(m.start, 2) is not None for m in mine):
@@ -287,7 +298,7 @@ class ManagedImages(LooseImages):
             image = self._image((f.path, 0), mod.path, f.read)
             if image is not None:
                 for off in (_file_offset(image.headers, rva), rva):  # mapped as an image, or flat
-                    if off is not None and self._named_at(image, lambda n: f.read(off, n)):
+                    if off is not None and self._named_at(image, lambda n, at=off: f.read(at, n)):
                         return image
         # the image's memory, if the dump holds it (mapped layout: sections at their RVAs)
         image = self._image(("dump memory", mod.base), mod.path, self._flat_from_memory(mod))

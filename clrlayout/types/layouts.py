@@ -16,8 +16,8 @@ What cannot be read is said in ``TypeLayout.problems``, never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 

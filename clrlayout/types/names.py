@@ -12,7 +12,6 @@ assembly names), the style of a field's declared type.
 
 from __future__ import annotations
 
-
 from ..runtime.methodtable import MethodTables
 from ..runtime.structs import relative_target
 from .images import ManagedImages

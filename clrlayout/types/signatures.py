@@ -13,7 +13,7 @@ from dataclasses import dataclass
 #: element types (ECMA-335 II.23.1.16)
 VOID, BOOLEAN, CHAR, I1, U1, I2, U2, I4, U4, I8, U8, R4, R8, STRING = range(0x01, 0x0F)
 PTR, BYREF, VALUETYPE, CLASS, VAR, ARRAY, GENERICINST, TYPEDBYREF = range(0x0F, 0x17)
-I, U, FNPTR, OBJECT, SZARRAY, MVAR, CMOD_REQD, CMOD_OPT = 0x18, 0x19, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20
+I, U, FNPTR, OBJECT, SZARRAY, MVAR, CMOD_REQD, CMOD_OPT = 0x18, 0x19, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20  # noqa: E741
 SENTINEL, PINNED = 0x41, 0x45
 FIELD = 0x06
 
@@ -40,7 +40,7 @@ class Sig:
     #: CLASS, VALUETYPE, GENERICINST: the type's token (table << 24 | row)
     token: int = 0
     #: SZARRAY, ARRAY, PTR, BYREF: the element (pointed-at) type
-    inner: "Sig | None" = None
+    inner: Sig | None = None
     #: GENERICINST: the type arguments
     args: tuple = ()
     #: ARRAY: the rank

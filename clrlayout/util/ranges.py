@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 
 def merged(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
