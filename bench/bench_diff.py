@@ -16,7 +16,7 @@ import argparse
 import statistics
 import sys
 
-from run_bench import CLRLAYOUT, machine, timed, warm
+from run_bench import CLRLAYOUT, alternate, machine, warm
 
 TARGET = 1.10
 
@@ -36,13 +36,7 @@ def main() -> int:
         "stats AFTER": CLRLAYOUT + ["stats", args.after, "--format", "json", "-q", *extra],
         "diff BEFORE AFTER": CLRLAYOUT + ["diff", args.before, args.after, "--format", "json", "-q", *extra],
     }
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    peaks: dict[str, int] = {name: 0 for name in commands}
-    for _ in range(args.runs):
-        for name, cmd in commands.items():
-            seconds, rss = timed(cmd)
-            times[name].append(seconds)
-            peaks[name] = max(peaks[name], rss)
+    times, peaks = alternate(commands, args.runs)
     print(machine())
     print(f"before: {args.before}\nafter:  {args.after}\n")
     print("| command | median s | runs (s) | peak RSS MiB |\n| --- | --- | --- | --- |")

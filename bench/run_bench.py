@@ -42,6 +42,18 @@ def timed(cmd, env=None) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss
 
 
+def alternate(commands: dict, runs: int) -> tuple[dict, dict]:
+    """Each command RUNS times, one after the other in turn: (name -> its wall seconds, name -> its peak RSS KiB)."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    peaks: dict[str, int] = {name: 0 for name in commands}
+    for _ in range(runs):
+        for name, cmd in commands.items():
+            seconds, rss = timed(cmd)
+            times[name].append(seconds)
+            peaks[name] = max(peaks[name], rss)
+    return times, peaks
+
+
 def digest(dump: str, env=None, extra=()) -> tuple[int, str]:
     """Count and SHA-256 of every value (in heap order) from `dump --format jsonl`."""
     h = hashlib.sha256()

@@ -71,7 +71,16 @@ class NativeHeapView:
         return self.owners_in(og.graph, og.live)
 
     def owners_in(self, graph, live: np.ndarray) -> Owners:
-        """The owners among the objects of a heap graph, ``live`` saying which are."""
+        """The owners among the objects of a heap graph, ``live`` saying which are (kept for that graph and
+        liveness: the report and `retained` ask for them again)."""
+        kept = self.__dict__.get("_owners_of")
+        if kept is not None and kept[0] is graph and np.array_equal(kept[1], live):
+            return kept[2]
+        found = self._owners_in(graph, live)
+        self.__dict__["_owners_of"] = (graph, live, found)
+        return found
+
+    def _owners_in(self, graph, live: np.ndarray) -> Owners:
         from ..native.owners import candidate_words, owners
 
         session, index = self._session, self._index

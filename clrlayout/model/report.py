@@ -22,8 +22,8 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
     from .heap import Heap
 
     og = session.object_graph(kinds)
+    idom, retained, count = og.dominators()  # first: liveness then comes from the tree, with no walk of its own
     g, live = og.graph, og.live
-    idom, retained, count = og.dominators()
     n = g.count
     live_bytes = int(np.sum(g.aligned, where=live, dtype=np.int64))
     order = np.argsort(idom, kind="stable")
