@@ -157,7 +157,7 @@ def _tree(g, retained, children, type_name, nodes, depth: int) -> list:
 
 def _growth(session, earlier, kinds, og, idom, retained, type_name, kind_name, heap) -> list:
     """Types whose live bytes grew at every step from the earliest dump to this one (with one earlier dump: grew),
-    the largest growth of retained bytes first (``diff --live --sort retained``); for the first ``TOP`` of them the
+    the largest growth of retained bytes first (``diff --live --sort retained``), 25 at the most; for each, the
     holder in this dump — the nearest object that dominates at least half of the type's live bytes (``how``:
     "dominator"; MAT's accumulation point of a type), else the biggest instance ("biggest") — and its chain from a
     root."""
@@ -176,7 +176,7 @@ def _growth(session, earlier, kinds, og, idom, retained, type_name, kind_name, h
     kinds_named: dict[str, list[int]] = {}
     for k in range(len(g.types)):
         kinds_named.setdefault(kind_name(k), []).append(k)
-    for row in rows[:TOP]:
+    for row in rows:
         nodes = np.flatnonzero(np.isin(g.kinds, kinds_named.get(row["type"], [])) & live)
         if not len(nodes):
             continue
