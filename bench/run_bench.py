@@ -104,15 +104,8 @@ def main() -> int:
 
 def rounds(dump: str, commands: dict, runs: int) -> tuple[dict, dict]:
     """``runs`` alternating rounds of every command on a warm page cache: wall times and peak RSS by key."""
-    times: dict = {k: [] for k in commands}
-    rss: dict = {k: 0 for k in commands}
     warm(dump)
-    for _ in range(runs):
-        for key, cmd in commands.items():
-            t, r = timed(cmd)
-            times[key].append(t)
-            rss[key] = max(rss[key], r)
-    return times, rss
+    return alternate(commands, runs)
 
 
 def warm(dump: str) -> None:
