@@ -83,7 +83,7 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
         s["native_bytes"] = native.get(node) if native is not None else None
     return {"live_objects": int(live.sum()), "live_bytes": live_bytes, "threshold": threshold,
             "roots": sorted({r.kind for r in og.roots.roots}), "suspects": suspects, "type_suspects": type_suspects,
-            "tree": _tree(g, retained, children, type_name, tops[:TREE_CHILDREN * 4], 0),
+            "tree": _tree(g, retained, children, type_name, tops, 0, TREE_CHILDREN * 4),
             "growth": _growth(session, earlier, kinds, og, idom, retained, type_name, type_name_of_kind, heap),
             "inspections": _inspections(session, og)}
 
@@ -145,13 +145,20 @@ def _chain(heap, address: int, kinds) -> tuple[dict | None, list]:
             [{"address": o.address, "type": o.type.name, "field": f} for o, f in p.chain])
 
 
-def _tree(g, retained, children, type_name, nodes, depth: int) -> list:
+def _tree(g, retained, children, type_name, nodes, depth: int, keep: int = TREE_CHILDREN) -> list:
+    """The dominator tree's top levels for the treemap: the ``keep`` biggest of ``nodes`` (sorted, biggest
+    first), each with its biggest children, and the rest summed in one box (no address, no type: ``objects`` of
+    them)."""
     out = []
-    for v in nodes.tolist():
+    for v in nodes[:keep].tolist():
         kids = children(v) if depth + 1 < TREE_DEPTH else np.zeros(0, dtype=np.int64)
-        kids = kids[np.argsort(-retained[kids], kind="stable")][:TREE_CHILDREN]
+        kids = kids[np.argsort(-retained[kids], kind="stable")]
         out.append({"address": int(g.addresses[v]), "type": type_name(v), "retained_size": int(retained[v]),
                     "children": _tree(g, retained, children, type_name, kids, depth + 1)})
+    rest = nodes[keep:]
+    if len(rest):
+        out.append({"address": None, "type": None, "objects": len(rest), "retained_size": int(retained[rest].sum()),
+                    "children": []})
     return out
 
 

@@ -118,7 +118,7 @@ def as_html(report: dict, title: str) -> str:
     parts.extend(_native_parts(ins))
     parts.append('<h2 id="treemap-title">Dominator tree</h2><p>Click a box to look inside it; '
                  '<a href="#" id="treemap-up">up</a>.</p><div id="crumbs"></div><div id="treemap"></div>')
-    tree = json.dumps(r["tree"]).replace("</", "<\\/")
+    tree = json.dumps(_labelled(r["tree"])).replace("</", "<\\/")
     return PAGE.format(title=_e(title), body="\n".join(parts), tree=tree)
 
 
@@ -147,6 +147,12 @@ def _native_parts(ins: dict) -> list:
                                 [[_e(c["address"]), f"{c['size']:,}",
                                   f"<code>{_e(_spaced(c['preview'][:64]))}</code>"] for c in leaks["largest"]]))
     return parts
+
+
+def _labelled(tree: list) -> list:
+    """The treemap's nodes, the box of the rest of a level named for its objects."""
+    return [{**node, "type": node["type"] if node["type"] is not None else f"{node['objects']:,} more objects",
+             "children": _labelled(node["children"])} for node in tree]
 
 
 def _chain_html(chain: list) -> str:
@@ -248,8 +254,9 @@ th, td {{ border-bottom: 1px solid #ddd; padding: 2px 10px; text-align: left; }}
       var d = document.createElement("div"), c = r[0];
       d.style.left = r[1] + "px"; d.style.top = r[2] + "px"; d.style.width = r[3] + "px"; d.style.height = r[4] + "px";
       d.style.background = palette[i % palette.length];
-      d.className = "node"; d.dataset.address = c.address; d.dataset.retained = c.retained_size;
-      d.title = c.type + " " + c.address + ": " + c.retained_size.toLocaleString() + " bytes";
+      d.className = "node"; d.dataset.retained = c.retained_size;
+      if (c.address) {{ d.dataset.address = c.address; }}
+      d.title = c.type + (c.address ? " " + c.address : "") + ": " + c.retained_size.toLocaleString() + " bytes";
       d.textContent = c.type + " (" + c.retained_size.toLocaleString() + ")";
       d.onclick = function () {{ if (c.children && c.children.length) {{ path.push(c); draw(); }} }};
       box.appendChild(d);

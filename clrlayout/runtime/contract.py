@@ -23,7 +23,6 @@ import functools
 import json
 import os
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from construct import ConstructError, Int32ul, Int64ul, Struct
 
@@ -129,8 +128,7 @@ class _ImageFile:
 
     @staticmethod
     def open(dump: DumpFile, module: Module, search=()) -> _ImageFile | None:
-        """The module's file: at the path the dump names, else by its name in one of the ``search``
-        directories; only the file the dump mapped (the same headers)."""
+        """The module's file: at the path the dump names, else in a ``search`` directory; the dump's (same headers)."""
         candidates = [module.path] + [os.path.join(d, module.name) for d in search]
         path = next((p for p in candidates if p and same_file(dump, module, p)), None)
         if path is None:
@@ -161,12 +159,13 @@ class _ImageFile:
         return data if len(data) == size else None
 
 
-class _ElfFile(_ImageFile):
-    """A shared object or executable: PT_LOAD segments for addresses, ``.dynsym`` for exports, RELA
-    relative relocations for the pointers in its data."""
+#: e_machine -> its R_*_RELATIVE relocation type
+RELATIVE = {"EM_X86_64": 8, "EM_AARCH64": 1027, "EM_386": 8, "EM_ARM": 23}
 
-    #: e_machine -> its R_*_RELATIVE relocation type
-    RELATIVE: ClassVar[dict[str, int]] = {"EM_X86_64": 8, "EM_AARCH64": 1027, "EM_386": 8, "EM_ARM": 23}
+
+class _ElfFile(_ImageFile):
+    """A shared object or executable: PT_LOAD segments for addresses, ``.dynsym`` for exports, RELA relative
+    relocations for the pointers in its data."""
 
     def __init__(self, f, module: Module):
         from elftools.elf.elffile import ELFFile
@@ -216,7 +215,7 @@ class _ElfFile(_ImageFile):
             import numpy as np
 
             self._relocations = {}
-            relative = self.RELATIVE.get(self.elf.header.e_machine)
+            relative = RELATIVE.get(self.elf.header.e_machine)
             is64 = self.elf.elfclass == 64
             for section in self.elf.iter_sections():
                 if section.header.sh_type == "SHT_REL":

@@ -116,7 +116,7 @@ def test_a_clean_dump_has_no_suspect(clean, capsys):
     # the twelve parts are the tree's top: each retains itself, its List, the List's array (capacity 128) and the
     # items, x64 sizes; each under a tenth of the live heap
     part = 24 + 32 + (24 + 128 * 8) + truth["component_items"] * _aligned(24 + truth["item_bytes"])
-    tops = [t for t in report["tree"] if t["type"].startswith("Component`1[")]
+    tops = [t for t in report["tree"] if (t["type"] or "").startswith("Component`1[")]
     assert len(tops) == truth["components"] and {t["retained_size"] for t in tops} == {part}
     assert part < 0.10 * report["live_bytes"] and report["tree"][:len(tops)] == tops
     # the same dump with a lower threshold: the parts are the suspects, each found through its own static

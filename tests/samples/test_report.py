@@ -39,6 +39,22 @@ def test_suspects_are_the_dominator_trees(capsys):
     assert point["type"] == "LeakItem[]" and sum(t["bytes"] for t in leak["types"]) <= point["retained_size"]
 
 
+def test_the_tree_keeps_the_top_and_sums_the_rest(capsys):
+    """The treemap's top level: the 48 biggest objects the roots hold, then one box for the rest of them (no
+    address: their count and bytes); together about the live heap (less the runtime's statics arrays, looked
+    through).  A level below keeps 12 children, the rest summed the same way."""
+    report = _json(capsys, "report", AFTER, "--format", "json")
+    tree = report["tree"]
+    *kept, rest = tree
+    assert len(kept) == 48 and all(t["address"] for t in kept) and rest["address"] is None and rest["objects"] > 0
+    sizes = [t["retained_size"] for t in kept]
+    assert sizes == sorted(sizes, reverse=True) and rest["retained_size"] <= rest["objects"] * sizes[-1]
+    assert 0.9 * report["live_bytes"] <= sum(t["retained_size"] for t in tree) <= report["live_bytes"]
+    for node in kept:
+        assert len([c for c in node["children"] if c["address"]]) <= 12
+        assert sum(c["retained_size"] for c in node["children"]) <= node["retained_size"]
+
+
 def test_types_under_the_point_add_up_when_all_are_shown(capsys):
     report = _json(capsys, "report", AFTER, "--format", "json")
     for s in report["suspects"]:
