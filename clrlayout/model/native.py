@@ -183,11 +183,15 @@ class NativeHeapView:
         held = np.array([int(self.heap.address[r]) + 16 for r in owners.live], dtype=np.uint64)
         return reached(self._dump, self.heap, outside=segments, extra_roots=held, index=self._index)
 
-    def leaks(self):
-        """The in-use chunks nothing reaches (:mod:`clrlayout.native.leaks`), each with its first bytes."""
+    def leaks(self, largest: int | None = None):
+        """The in-use chunks nothing reaches (:mod:`clrlayout.native.leaks`), each with its first bytes, in
+        address order; ``largest``: only that many, the biggest first."""
         index, level = self._reach
         h = self.heap
-        for k in np.flatnonzero(level == 0):
+        leaked = np.flatnonzero(level == 0)
+        if largest is not None:
+            leaked = leaked[np.argsort(-h.size[index.rows[leaked]].astype(np.int64), kind="stable")[:largest]]
+        for k in leaked:
             i = int(index.rows[k])
             address, size = int(h.address[i]), int(h.size[i])
             preview = self._dump.memory.read_available(address + 16, min(PREVIEW, size - 16))
@@ -197,6 +201,16 @@ class NativeHeapView:
             if self.owners is not None:  # a block only dead objects hold: leaked, and which object says so
                 row["held_by_dead"] = {"address": dead[0], "type": dead[1]} if dead else None
             yield row
+
+    def leak_summary(self, largest: int) -> dict:
+        """The leaks' count and bytes, how many only dead managed objects hold, the ``largest`` of them (rows as
+        :meth:`leaks` gives them) and what the dump lacks for the search."""
+        index, level = self._reach
+        leaked = self.reach_counts()["leaked"]
+        dead = self.owners.dead if self.owners is not None else {}
+        held_by_dead = int(np.isin(index.rows[level == 0], np.fromiter(dead, dtype=np.int64)).sum()) if dead else 0
+        return {**leaked, "held_by_dead": held_by_dead, "largest": list(self.leaks(largest)),
+                "missing": list(self.heap.missing)}
 
     def reach_counts(self) -> dict:
         index, level = self._reach

@@ -179,12 +179,16 @@ def _growth(session, earlier, kinds, og, idom, retained, type_name, kind_name, h
              "delta_count": r.delta_count, "delta_bytes": r.delta_bytes, "delta_retained": r.delta_retained,
              "holder": None, "root": None, "chain": []}
             for r in grew[:25]]
-    g, live, n = og.graph, og.live, og.graph.count
+    g, n = og.graph, og.graph.count
     kinds_named: dict[str, list[int]] = {}
     for k in range(len(g.types)):
         kinds_named.setdefault(kind_name(k), []).append(k)
+    by_kind = np.flatnonzero(og.live)  # the live nodes grouped by kind, once for every row
+    by_kind = by_kind[np.argsort(g.kinds[by_kind], kind="stable")]
+    kind_bounds = np.searchsorted(g.kinds[by_kind], np.arange(len(g.types) + 1))
     for row in rows:
-        nodes = np.flatnonzero(np.isin(g.kinds, kinds_named.get(row["type"], [])) & live)
+        ks = kinds_named.get(row["type"], [])
+        nodes = np.concatenate([by_kind[kind_bounds[k]:kind_bounds[k + 1]] for k in ks]) if ks else by_kind[:0]
         if not len(nodes):
             continue
         holder, how = _holder(idom, nodes, g.aligned[nodes].astype(np.float64), n), "dominator"
@@ -233,7 +237,7 @@ def _inspections(session, og) -> dict:
     pinned = {g.node(r.object) for r in og.roots.roots if "pinned" in r.kind} - {None}
     return {"finalization_queue": {"objects": len(queued), "bytes": int(sum(int(g.aligned[q]) for q in queued))},
             "pinned": {"objects": len(pinned), "bytes": int(sum(int(g.aligned[p]) for p in pinned))},
-            "duplicate_strings": duplicates(), "sparse_collections": collections,
+            "duplicate_strings": duplicates(mm.gc is not None), "sparse_collections": collections,
             "event_handlers": delegates,
             "free_space": free,
             "memory": [{"kind": k, "ranges": v[0], "bytes": v[1]} for k, v in kinds.items()],
@@ -250,19 +254,9 @@ def _native(session) -> dict:
     if view is None:
         return {"native_arenas": None, "native_leaks": None}
     arenas = sorted(view.arenas, key=lambda a: -a["system_bytes"])
-    count = size = by_dead = 0
-    largest: list = []
-    for row in view.leaks():
-        count, size = count + 1, size + row["size"]
-        by_dead += bool(row.get("held_by_dead"))
-        largest.append(row)
-        if len(largest) > 4 * TOP:
-            largest = sorted(largest, key=lambda r: -r["size"])[:TOP]
-    largest = sorted(largest, key=lambda r: -r["size"])[:TOP]
     return {"native_arenas": {"count": len(arenas), "system_bytes": sum(a["system_bytes"] for a in arenas),
                               "largest": arenas[:TOP]},
-            "native_leaks": {"count": count, "bytes": size, "held_by_dead": by_dead, "largest": largest,
-                             "missing": list(view.heap.missing)}}
+            "native_leaks": view.leak_summary(TOP)}
 
 
 #: rows kept per inspection; a collection is sparse when its capacity is at least this many times its count
@@ -271,9 +265,9 @@ TOP, SPARSE = 10, 2
 
 def _live_duplicates(session, og):
     """Live strings whose value another live string has too (``stats --type System.String --duplicates --live``),
-    collected window by window: (of a window, absorb, finish) for :func:`memory_map`'s walk of the heap; finish
-    gives the bytes the copies waste and the values that waste most.  Without the exact walk the strings are
-    found on their own."""
+    collected window by window: (of a window, absorb, finish) for :func:`memory_map`'s walk of the heap;
+    ``finish(walked)`` gives the bytes the copies waste and the values that waste most (``walked``: whether the map
+    walked the heap; if not, the strings are found on their own)."""
     from ..analyses.stats import DuplicateCollector
 
     live = og.graph.addresses[og.live]
@@ -291,15 +285,10 @@ def _live_duplicates(session, og):
         return part
 
     dups = DuplicateCollector(session.profile, session.dump.memory)
-    walked = []
 
-    def absorb(part):
-        walked.append(True)
-        dups.merge(part)
-
-    def finish() -> dict:
+    def finish(walked: bool) -> dict:
         try:
-            if not walked and not (session.heap.exact and session.profile.method_table is not None):
+            if not walked:  # the map made no walk of the heap: the strings on their own
                 for batch in session.iter_batches():
                     dups.add(live_only(batch))
             found, wasted = dups.finish()
@@ -307,7 +296,7 @@ def _live_duplicates(session, og):
             dups.close()
         return {"wasted_bytes": int(wasted), "values": [d.as_dict() for d in found[:TOP]]}
 
-    return of_window, absorb, finish
+    return of_window, dups.merge, finish
 
 
 def _is_delegate(session, mt: int) -> bool:

@@ -2,9 +2,9 @@
 memory outside the native heap (modules' writable data, other mappings; a thread's stack only from its stack
 pointer up) and every thread's registers; a chunk is reached when a root word or a word of a reached chunk points
 into it (its user data, interior pointers included, at an 8-byte boundary: a tagged value, odd, is not a pointer).
-``outside``: address ranges whose words are not roots
-(the GC heap, whose live objects the caller gives as ``extra_roots`` instead).  All in numpy: the heap's words are
-read once, in windows, and the reach is a breadth-first walk over the chunk graph."""
+``outside``: address ranges whose words are not roots (the GC heap, whose live objects the caller gives as
+``extra_roots`` instead).  All in numpy: the heap's words are read once, in windows, and the reach is a
+breadth-first walk over the chunk graph, a bounded number of edges at a time."""
 
 from __future__ import annotations
 
@@ -137,9 +137,9 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
                 for at in range(0, n, BATCH_CHUNKS)]
     while frontier:
         found = []
-        for part in (p for piece in frontier for p in _batches(piece, starts)):  # a bounded number of edges at
+        for part in (p for piece in frontier for p in _batches(piece, starts)):  # bounded temporaries
             first, counts = starts[part].astype(np.int64), (starts[part + 1] - starts[part]).astype(np.int64)
-            total = int(counts.sum())  # a time: bounded temporaries
+            total = int(counts.sum())
             if not total:
                 continue
             # every edge of the part at once: each row's first edge, then the offsets within the row
