@@ -34,6 +34,12 @@ from .pe import (
 )
 
 
+def _shared_library(path: str) -> bool:
+    """Whether a mapped file is a shared library by its name (``libcoreclr.so``, ``libc.so.6``)."""
+    base = path.rsplit("/", 1)[-1].lower()
+    return base.endswith(".so") or ".so." in base
+
+
 class _File:
     """Bytes of one file on disk, read with pread."""
 
@@ -216,8 +222,8 @@ class ManagedImages(LooseImages):
                 if image is not None:
                     return image
             return None
-        if not m.path.lower().endswith((".dll", ".exe")) and "/" in m.path and "." in m.path.rsplit("/", 1)[-1]:
-            return None  # a shared library or data file (a single-file app's bundle has no such suffix)
+        if _shared_library(m.path):
+            return None  # no assembly inside (a single-file app's bundle is an executable: any name, dots too)
         at = m.offset + (address - m.start)
         found = self._elf_source(i)
         if found is None:

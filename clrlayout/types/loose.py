@@ -123,9 +123,23 @@ class LooseImages:
         image = self._images.get(key)
         if image is None or (image.metadata.assembly_name or "").lower() != name.lower():
             return None
+        at = self._host_offset(host, address)
+        if at is not None:  # mapped from the host file itself, at the entry's own offset (flat layout)
+            inside = not entry.compressed_size and entry.offset <= at < entry.offset + entry.size
+            return image if inside and at - entry.offset in self._name_places.get(key, ()) else None
         if any((address - at) % PAGE == 0 for at in self._name_places.get(key, ())):
             return image
         return None
+
+    def _host_offset(self, host: str, address: int) -> int | None:
+        """The offset in the app's executable that the dump maps at ``address``, if a mapping of it does: the
+        runtime maps a stored (not compressed) bundled assembly from there, at its offset in the bundle, which
+        the bundler aligns to 16 bytes only (4 KB on some platforms), so its image need not start a page."""
+        i = bisect.bisect_right(self._starts, address) - 1 if self._mappings else -1
+        if i < 0 or address >= self._mappings[i].end or self._mappings[i].path != host:
+            return None
+        m = self._mappings[i]
+        return m.offset + (address - m.start)
 
     def _app_bundle(self):
         """(host path, Bundle) of the dumped process when it is a single-file app whose executable is on this
@@ -136,7 +150,7 @@ class LooseImages:
 
         self._bundle = ()
         name = (self.dump.process_name or "").lower()
-        paths = [m.path for m in self._mappings if m.offset == 0 and m.path.rsplit("/", 1)[-1].lower() == name]
+        paths = [m.path for m in self._mappings if m.offset == 0 and _named(m.path, name)]
         paths += [m.path for m in self._modules[:1]] if not self._mappings else []
         for path in dict.fromkeys(paths):
             f = self._file(path)
@@ -148,3 +162,14 @@ class LooseImages:
                 break
         return self._bundle or None
 
+
+
+#: the longest process name the kernel keeps (``comm``, TASK_COMM_LEN less its NUL): a longer one is cut
+COMM_BYTES = 15
+
+
+def _named(path: str, name: str) -> bool:
+    """Whether the file at ``path`` is the executable of a process of that name (cut to 15 bytes by the
+    kernel where it is longer)."""
+    base = path.rsplit("/", 1)[-1].lower()
+    return bool(name) and (base == name or (len(name) == COMM_BYTES and base.startswith(name)))

@@ -110,8 +110,13 @@ def owners_core(build: Path, work: Path, version: str, full: bool, tries: int = 
     work.mkdir(parents=True, exist_ok=True)
     config = runtime.write_runtimeconfig(build / f"nativeowners-{version}.runtimeconfig.json")
     truth, raw = work / "truth-nativeowners.json", work / f"nativeowners-{'full' if full else 'heap'}.core"
-    # no tiered compilation: its background thread compiles (and allocates) for seconds after the start
-    env = dict(runtime.environment(), DOTNET_TieredCompilation="0", COMPlus_TieredCompilation="0")
+    # no tiered compilation: its background thread compiles (and allocates) for seconds after the start.  The
+    # leaking thread's blocks come from memory the runtime never had (whose own blocks hold stale addresses of
+    # chunks it freed): no tcache, as a chunk of the main arena the runtime freed on that thread went to its tcache
+    # and was handed out as a leaked block (one CI run: that block was reached); and arenas enough for every
+    # thread (glibc's default is 8 a core), so that its arena is a new one
+    env = dict(runtime.environment(), DOTNET_TieredCompilation="0", COMPlus_TieredCompilation="0",
+               GLIBC_TUNABLES="glibc.malloc.tcache_count=0:glibc.malloc.arena_max=64")
     proc, pid = make_dumps.start_target(runtime.command(build / "nativeowners.dll", config, truth), env)
 
     def measure() -> dict:
