@@ -53,20 +53,43 @@ class WindowObjects:
 
 
 class _Table:
-    """The known MethodTables as sorted arrays (rebuilt when the walk learns one)."""
+    """The known MethodTables as sorted arrays.  A walk that meets a new MethodTable adds those learned since
+    (each inserted at its place: an app with thousands of types learns them one by one, and a rebuild each time
+    costs the square of their number)."""
 
     def __init__(self, mts: MethodTables):
-        known = dict(mts.known())
-        self.addresses = np.array(sorted(known), dtype=np.uint64)
-        self.base = np.array([known[a].base_size for a in sorted(known)], dtype=np.int64)
-        self.comp = np.array([known[a].component_size for a in sorted(known)], dtype=np.int64)
-        self.size = len(known)
+        self.mts = mts
+        self.addresses = np.zeros(0, dtype=np.uint64)
+        self.base = np.zeros(0, dtype=np.int64)
+        self.comp = np.zeros(0, dtype=np.int64)
+        self._seen = 0  # how many of mts.learned are in the arrays
+        self._highs: set[int] = set()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Take in the MethodTables learned since the last call (all of them, where the cache keeps no order)."""
+        mts = self.mts
+        learned = getattr(mts, "learned", None)
+        if learned is None:
+            known = mts.known()
+            new, self.addresses = sorted(known), np.zeros(0, dtype=np.uint64)
+            self.base, self.comp, self._highs = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), set()
+        else:
+            new, self._seen = sorted(learned[self._seen:]), len(learned)
+            known = {a: mts.get(a) for a in new}
+        add = np.array(new, dtype=np.uint64)
+        at = np.searchsorted(self.addresses, add)
+        self.addresses = np.insert(self.addresses, at, add)
+        self.base = np.insert(self.base, at, np.array([known[a].base_size for a in new], dtype=np.int64))
+        self.comp = np.insert(self.comp, at, np.array([known[a].component_size for a in new], dtype=np.int64))
+        self.size = len(self.addresses)
         self.lo = int(self.addresses[0]) if self.size else 1
         self.hi = int(self.addresses[-1]) if self.size else 0
         # the upper 32-bit halves of the MethodTable words (with their GC bits): MethodTables live in a
         # few loader-heap regions, so this is a short list, and an exact test of a word's upper half
         gc = mts.profile.object.method_table_unmask
-        self.highs = sorted({int(a) >> 32 for a in self.addresses} | {(int(a) + gc) >> 32 for a in self.addresses})
+        self._highs |= {a >> 32 for a in new} | {(a + gc) >> 32 for a in new}
+        self.highs = sorted(self._highs)
         self.common: int | None = None  # the index of the MethodTable most candidates had last time
 
     def find(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]:
@@ -186,8 +209,11 @@ class FastWalker:
         self._table_size = -1
 
     def table(self) -> _Table:
-        if self._table is None or self._table_size != self.mts.valid_count:
+        if self._table is None:
             self._table = _Table(self.mts)
+            self._table_size = self.mts.valid_count
+        elif self._table_size != self.mts.valid_count:
+            self._table.refresh()
             self._table_size = self.mts.valid_count
         return self._table
 

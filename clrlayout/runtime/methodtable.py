@@ -53,6 +53,8 @@ class MethodTables:
         self.free_mt: int | None = None
         #: how many valid MethodTables are known (changes only when one is learned)
         self.valid_count = 0
+        #: the valid ones' addresses in the order they were learned (a walk's lookup table takes the new ones)
+        self.learned: list[int] = []
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -80,6 +82,7 @@ class MethodTables:
             mt = self._validate(address)
         if mt is not None:
             self.valid_count += 1
+            self.learned.append(address)
             size = self.profile.method_table.size
             self.space.note(address, size)
             if mt.parent and self.space.is_mapped(mt.parent, size):

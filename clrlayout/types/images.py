@@ -207,7 +207,9 @@ class ManagedImages(LooseImages):
         anonymous memory) is read from the dump's memory, else from the bundle in the app's executable."""
         image = self._elf_image(address) if self._mappings else self._module_image(address)
         if image is None and self._name_at(address) is not None:
-            image = self._memory_image(address) or self._bundled_image(address)
+            bundle = self._app_bundle()
+            mapped = bundle is not None and self._host_offset(bundle[0], address) is not None
+            image = (None if mapped else self._memory_image(address)) or self._bundled_image(address)
         return image
 
     def _elf_image(self, address: int) -> Image | None:
