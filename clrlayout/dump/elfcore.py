@@ -235,7 +235,6 @@ def _modules_from_nt_file(r: _Reader, desc) -> tuple[list[Module], list[FileMapp
         # data at 0x5e9000, CoreLib's sections up to 0xb08000 of an 11.7 MB file); the kernel and later
         # createdumps write page numbers, which are not all multiples of the page size
         page = 1
-    spans: dict[str, list[int]] = {}
     mappings = []
     for entry, name in zip(entries, names):
         path = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
@@ -243,7 +242,30 @@ def _modules_from_nt_file(r: _Reader, desc) -> tuple[list[Module], list[FileMapp
         if hi <= lo:
             continue
         mappings.append(FileMapping(lo, hi, entry.get("page_offset", 0) * page, path))
-        span = spans.setdefault(path, [lo, hi])
-        span[0], span[1] = min(span[0], lo), max(span[1], hi)
-    modules = [Module(path=p, base=lo, size=hi - lo) for p, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1][0])]
-    return modules, sorted(mappings)
+    mappings.sort()
+    return _modules(mappings), mappings
+
+
+#: how far a module's segment may lie from its file offset (ELF segments are aligned to at most 2 MB on x64 and
+#: arm64; a PE section's RVA exceeds its file offset by its alignments)
+MAX_SEGMENT_SLIDE = 16 << 20
+
+
+def _modules(mappings: list[FileMapping]) -> list[Module]:
+    """One module a file: from its lowest mapping at file offset 0 (else its lowest), through the mappings of the
+    same file that follow it with no other file's between and at about their file offset from its base (its
+    segments: an ELF segment's address less the base is its file offset plus less than its alignment, a PE
+    section's its RVA).  A file's other mappings elsewhere (a single-file app's bundled assemblies, mapped from
+    inside its executable far above it) are not the module's: a span over them would be terabytes."""
+    first: dict[str, int] = {}
+    for i, m in enumerate(mappings):
+        if m.path not in first or (m.offset == 0 and mappings[first[m.path]].offset != 0):
+            first[m.path] = i
+    modules = []
+    for path, i in first.items():
+        lo, hi, j = mappings[i].start, mappings[i].end, i + 1
+        while j < len(mappings) and mappings[j].path == path and \
+                abs(mappings[j].start - lo - mappings[j].offset) <= MAX_SEGMENT_SLIDE:
+            hi, j = mappings[j].end, j + 1
+        modules.append(Module(path=path, base=lo, size=hi - lo))
+    return sorted(modules, key=lambda m: m.base)
