@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class ObjectFilter:
                                                    or bool(is_in(self.live_addresses, [obj.address])[0]) != self.live)))
 
 
-def is_in(sorted_addresses, addresses):
+def is_in(sorted_addresses: Any, addresses: Any) -> Any:
     """Which of ``addresses`` are in ``sorted_addresses`` (uint64, sorted)."""
     import numpy as np
 

@@ -7,9 +7,16 @@ the reachable objects and each type's retained bytes; and the duplicated string 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..graph.roots import ROOT_KINDS
+
+if TYPE_CHECKING:
+    from ..analyses.filters import ObjectFilter
+    from ..graph.objectgraph import ObjectGraph
+    from ..session import Session
 
 UNNAMED = "<unknown type, MT {:#x}>"
 
@@ -21,10 +28,10 @@ class DumpTotals:
     path: str
     runtime: str
     arch: str
-    types: dict  # name -> [count, SOS bytes, aligned bytes, retained bytes or None]
-    strings: Counter | None = None  # value -> count (with strings asked for)
+    types: dict[str, list[Any]]  # name -> [count, SOS bytes, aligned bytes, retained bytes or None]
+    strings: Counter[str] | None = None  # value -> count (with strings asked for)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "runtime": self.runtime, "arch": self.arch,
                 "count": sum(v[0] for v in self.types.values()), "bytes": sum(v[1] for v in self.types.values())}
 
@@ -34,9 +41,9 @@ class DiffRow:
     """One type across the dumps: its count and bytes in each (0 where it is not there)."""
 
     name: str
-    counts: list
-    sizes: list
-    retained: list = field(default_factory=list)  # with the object graph only
+    counts: list[int]
+    sizes: list[int]
+    retained: list[int] = field(default_factory=list)  # with the object graph only
 
     @property
     def delta_count(self) -> int:
@@ -64,8 +71,8 @@ class DiffRow:
     def grew_every_step(self) -> bool:
         return len(self.sizes) > 2 and all(b > a for a, b in zip(self.sizes, self.sizes[1:]))
 
-    def as_dict(self) -> dict:
-        out = {"name": self.name, "status": self.status}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "status": self.status}
         if len(self.counts) == 2:
             out.update(count_before=self.counts[0], count_after=self.counts[1], bytes_before=self.sizes[0],
                        bytes_after=self.sizes[1])
@@ -85,37 +92,38 @@ class DiffRow:
 class Diff:
     """What :func:`diff` found: iterating over it gives its rows (:class:`DiffRow`), as ``len`` counts them."""
 
-    dumps: list  # DumpTotals, in the order given
-    rows: list  # DiffRow, sorted
-    strings: list = field(default_factory=list)  # (value, [count per dump]) of duplicated values that grew
-    warnings: list = field(default_factory=list)
+    dumps: list[DumpTotals]  # in the order given
+    rows: list[DiffRow]  # sorted
+    #: (value, [count per dump]) of duplicated values that grew
+    strings: list[tuple[str, list[int]]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[DiffRow]:
         return iter(self.rows)
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> DiffRow:
         return self.rows[i]
 
 
-def totals_of(session, live: bool = False, roots=ROOT_KINDS, strings: bool = False,
-              jobs=None) -> DumpTotals:
+def totals_of(session: Session, live: bool = False, roots: tuple[str, ...] = ROOT_KINDS, strings: bool = False,
+              jobs: int | None = None) -> DumpTotals:
     """One dump's per-type totals (by name), of the reachable objects only with ``live``."""
     from ..analyses.filters import ObjectFilter
     from .summaries import type_totals
 
     session.require_exact("comparing dumps by type")
-    selected = None
-    retained_by_name: dict = {}
+    selected: ObjectFilter | None = None
+    retained_by_name: dict[str, int] = {}
     if live:
         graph = session.object_graph(tuple(roots))
         free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
         selected = ObjectFilter(live_addresses=graph.graph.addresses[graph.live], live=True, free_method_tables=free)
         retained_by_name = _retained_by_type(session, graph)
     result = type_totals(session, selected, jobs)
-    types: dict = {}
+    types: dict[str, list[Any]] = {}
     for mt, (n, size, aligned) in result.totals.items():
         name = session.type_name(mt) or UNNAMED.format(mt)
         row = types.setdefault(name, [0, 0, 0, None])
@@ -125,34 +133,35 @@ def totals_of(session, live: bool = False, roots=ROOT_KINDS, strings: bool = Fal
     for name, value in retained_by_name.items():
         if name in types:
             types[name][3] = value
-    counter = None
+    counter: Counter[str] | None = None
     if strings:
-        counter = Counter(s.value for s in session.strings()
-                          if not live or bool(_is_live(selected, s.address)))
+        counter = Counter(s.value for s in session.strings()  # (a string whose value is unreadable is none)
+                          if s.value is not None and (not live or bool(_is_live(selected, s.address))))
     rt = session.runtime
     return DumpTotals(session.dump.path, f"{rt.flavor} {rt.version or '?'}", session.dump.arch, types, counter)
 
 
-def _is_live(selected, address: int) -> bool:
+def _is_live(selected: ObjectFilter | None, address: int) -> bool:
     from ..analyses.filters import is_in
 
+    assert selected is not None  # asked only with the live objects selected
     return bool(is_in(selected.live_addresses, [address])[0])
 
 
-def _retained_by_type(session, graph) -> dict:
+def _retained_by_type(session: Session, graph: ObjectGraph) -> dict[str, int]:
     """Each type's retained bytes, by name."""
-    out: dict = {}
+    out: dict[str, int] = {}
     for mt, (_, _, retained) in graph.by_type().items():
         name = session.type_name(mt) or UNNAMED.format(mt)
         out[name] = out.get(name, 0) + retained
     return out
 
 
-def compare(sides: list, sort: str = "bytes") -> Diff:
+def compare(sides: list[DumpTotals], sort: str = "bytes") -> Diff:
     """The rows of a comparison of ``sides`` (DumpTotals, oldest first), the largest growth first."""
-    names = sorted(set().union(*(s.types for s in sides)))
+    names = sorted(set[str]().union(*(s.types for s in sides)))
     with_retained = all(any(v[3] is not None for v in s.types.values()) for s in sides)
-    rows = []
+    rows: list[DiffRow] = []
     for name in names:
         values = [s.types.get(name, [0, 0, 0, None]) for s in sides]
         rows.append(DiffRow(name, [v[0] for v in values], [v[1] for v in values],
@@ -161,26 +170,38 @@ def compare(sides: list, sort: str = "bytes") -> Diff:
            "count": lambda r: (-r.delta_count, -r.delta_bytes, r.name),
            "retained": lambda r: (-(r.delta_retained or 0), -r.delta_bytes, r.name)}[sort]
     rows.sort(key=key)
-    warnings = []
+    warnings: list[str] = []
     first = sides[0]
     for s in sides[1:]:
         if (s.runtime, s.arch) != (first.runtime, first.arch):
             warnings.append(f"{s.path} is {s.runtime} {s.arch} and {first.path} {first.runtime} {first.arch}: "
                             "object sizes differ between runtimes and architectures, so bytes are not comparable "
                             "(both are shown)")
-    strings = []
-    if all(s.strings is not None for s in sides):
-        values = set().union(*(s.strings for s in sides))
-        grown = [(v, [s.strings.get(v, 0) for s in sides]) for v in values]
+    strings: list[tuple[str, list[int]]] = []
+    counters = [s.strings for s in sides if s.strings is not None]
+    if len(counters) == len(sides):
+        every = set[str]().union(*counters)
+        grown = [(v, [c.get(v, 0) for c in counters]) for v in every]
         grown = [(v, c) for v, c in grown if c[-1] > 1 and c[-1] > c[0]]
         grown.sort(key=lambda vc: (-(vc[1][-1] - vc[1][0]), vc[0]))
         strings = grown
     return Diff(sides, rows, strings, warnings)
 
 
-def diff(*paths, live: bool = False, roots=ROOT_KINDS, strings: bool = False,
+def diff(*paths: str, live: bool = False, roots: tuple[str, ...] = ROOT_KINDS, strings: bool = False,
          sort: str = "bytes") -> Diff:
-    """Compare dumps of one application, oldest first: :class:`Diff` (its ``rows`` are :class:`DiffRow`)."""
+    """Compare dumps of one application, oldest first.
+
+    Args:
+        *paths: two dumps or more, oldest first.
+        live: only the objects the roots reach, with each type's retained bytes.
+        roots: the root kinds liveness starts from (with ``live``).
+        strings: also the duplicated string values whose count grew most.
+        sort: the rows' order: "bytes", "count" or "retained" (the largest growth first).
+
+    Returns:
+        A :class:`Diff`: iterating over it gives its rows (:class:`DiffRow`).
+    """
     from ..limits import DEFAULT_LIMITS
     from ..session import open_session
 
@@ -193,7 +214,7 @@ def diff(*paths, live: bool = False, roots=ROOT_KINDS, strings: bool = False,
     return compare(sides, sort)
 
 
-def native_totals(session) -> dict:
+def native_totals(session: Session) -> dict[str, dict[str, tuple[int, int]]]:
     """A dump's native heap for ``diff --native``: in-use chunks by size class, and native bytes by owning managed
     type (:mod:`clrlayout.model.native`); :class:`~clrlayout.errors.NativeHeapNotFound` where there is none."""
     from ..native import figures
@@ -206,10 +227,10 @@ def native_totals(session) -> dict:
     return {"size_classes": classes, "owners": owners}
 
 
-def native_compare(sides: list) -> list[dict]:
+def native_compare(sides: list[dict[str, dict[str, tuple[int, int]]]]) -> list[dict[str, Any]]:
     """Rows of ``diff --native``: each size class (in-use chunks) and each owning type, its count and bytes in
     every dump and the change from the first to the last, the largest growth first within each kind."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for kind in ("size_classes", "owners"):
         keys = sorted({k for s in sides for k in s[kind]})
         part = []

@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousType
 from .heap import Heap
 from .types import ClrType
+
+if TYPE_CHECKING:
+    from ..dump.addrspace import AddressSpace
+    from ..dump.model import Module, Thread
+    from ..limits import Limits
+    from ..session import Session
+    from .native import NativeHeapView
 
 
 @dataclass(frozen=True)
@@ -22,56 +30,73 @@ class DumpInfo:
     os_version: str | None
     arch: str  #: "x86" | "x64" | "arm64" | ...
     pointer_size: int
-    process: dict  #: pid, name, threads
-    crash: dict | None  #: the thread the dump was written for, its signal or exception code, its managed exception
-    redaction: dict | None  #: the mark of a dump trim --redact wrote: what it lacks (None: not one)
-    runtime: dict  #: flavor, version, where the version came from, the runtime module
-    profile: dict  #: the layout profile and its overrides
-    memory: dict  #: ranges and bytes the dump holds
-    other_streams: list  #: a minidump's streams of types not read
-    gc_heap: dict  #: how it was found, exact or not, segments
+    process: dict[str, Any]  #: pid, name, threads
+    #: the thread the dump was written for, its signal or exception code, its managed exception
+    crash: dict[str, Any] | None
+    redaction: dict[str, Any] | None  #: the mark of a dump trim --redact wrote: what it lacks (None: not one)
+    runtime: dict[str, Any]  #: flavor, version, where the version came from, the runtime module
+    profile: dict[str, Any]  #: the layout profile and its overrides
+    memory: dict[str, Any]  #: ranges and bytes the dump holds
+    other_streams: list[Any]  #: a minidump's streams of types not read
+    gc_heap: dict[str, Any]  #: how it was found, exact or not, segments
     string_method_table: str | None
     string_method_table_base_size: int | None
-    types: dict | None  #: the heap's MethodTables: how many, how many named, why the others are not
-    contract_descriptor: dict
-    warnings: list
+    types: dict[str, Any] | None  #: the heap's MethodTables: how many, how many named, why the others are not
+    contract_descriptor: dict[str, Any]
+    warnings: list[str]
 
     @staticmethod
-    def of(data: dict) -> DumpInfo:
+    def of(data: dict[str, Any]) -> DumpInfo:
         names = {f.name for f in dataclasses.fields(DumpInfo)}
-        return DumpInfo(**{k: data.get(k) for k in names})
+        return DumpInfo(**{k: data.get(k) for k in names})  # type: ignore[arg-type]  # the reader's own keys
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 class Runtime:
     """The .NET runtime of a dump: its flavor (coreclr, netfx, mono), version, layout profile, types and heap."""
 
-    def __init__(self, session):
+    def __init__(self, session: Session) -> None:
         self._session = session
         self.heap = Heap(session)
 
     @property
     def flavor(self) -> str:
-        return self._session.runtime.flavor
+        """"coreclr", "netfx" or "mono"."""
+        flavor: str = self._session.runtime.flavor
+        return flavor
 
     @property
     def version(self) -> str | None:
-        return self._session.runtime.version
+        """The runtime's version ("8.0.4"), None where the dump does not tell."""
+        version: str | None = self._session.runtime.version
+        return version
 
     @property
     def profile(self) -> str:
         """The name of the layout profile (``formats/``) the dump is read with."""
-        return self._session.profile.name
+        name: str = self._session.profile.name
+        return name
 
     @property
     def pointer_size(self) -> int:
-        return self._session.profile.pointer_size
+        size: int = self._session.profile.pointer_size
+        return size
 
     def type(self, name_or_method_table: str | int) -> ClrType | None:
-        """The type named so (as the DAC or reflection prints it) among the heap's types, or of that
-        MethodTable; None when there is none, :class:`~clrlayout.errors.AmbiguousType` when several are."""
+        """A type by its name or MethodTable.
+
+        Args:
+            name_or_method_table: the name as the DAC or reflection prints it (among the heap's types), or a
+                MethodTable's address.
+
+        Returns:
+            The type, or None when there is none.
+
+        Raises:
+            clrlayout.errors.AmbiguousType: several types have that name (say which by its MethodTable).
+        """
         if isinstance(name_or_method_table, int):
             return self.heap.type_of(name_or_method_table)
         found = self.types_named(name_or_method_table)
@@ -82,9 +107,12 @@ class Runtime:
         return found[0] if found else None
 
     def types_named(self, name: str) -> list[ClrType]:
-        """Every type named so (as the DAC or reflection prints it) among the heap's types: several where modules
-        or load contexts loaded the same name."""
-        return [self.heap.type_of(mt) for mt in self._session.method_tables_named(name)]
+        """Every type of a name among the heap's types: several where modules or load contexts loaded it.
+
+        Args:
+            name: the name as the DAC or reflection prints it.
+        """
+        return [t for t in (self.heap.type_of(mt) for mt in self._session.method_tables_named(name)) if t is not None]
 
     @property
     def types(self) -> list[ClrType]:
@@ -99,14 +127,14 @@ class Runtime:
 class Dump:
     """An open dump file.  Use as a context manager (it holds the file open)."""
 
-    def __init__(self, session):
+    def __init__(self, session: Session) -> None:
         self._session = session
         self.runtime = Runtime(session)
 
     def __enter__(self) -> Dump:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -114,37 +142,44 @@ class Dump:
 
     @property
     def path(self) -> str:
-        return self._session.dump.path
+        value: str = self._session.dump.path
+        return value
 
     @property
     def format(self) -> str:
-        return self._session.dump.format
+        value: str = self._session.dump.format
+        return value
 
     @property
     def arch(self) -> str:
-        return self._session.dump.arch
+        value: str = self._session.dump.arch
+        return value
 
     @property
     def os(self) -> str:
-        return self._session.dump.os
+        value: str = self._session.dump.os
+        return value
 
     @property
     def pointer_size(self) -> int:
-        return self._session.dump.pointer_size
+        value: int = self._session.dump.pointer_size
+        return value
 
     @property
-    def modules(self) -> list:
+    def modules(self) -> list[Module]:
         """The loaded modules (path, base, size, versions)."""
         return list(self._session.dump.modules)
 
     @property
-    def threads(self) -> list:
+    def threads(self) -> list[Thread]:
+        """The dump's threads (OS id, registers, stack)."""
         return list(self._session.dump.threads)
 
     @property
-    def memory(self):
+    def memory(self) -> AddressSpace:
         """The target's memory (:class:`~clrlayout.dump.addrspace.AddressSpace`: ``read``, ``try_read``, ...)."""
-        return self._session.dump.memory
+        memory: AddressSpace = self._session.dump.memory
+        return memory
 
     @property
     def info(self) -> DumpInfo:
@@ -153,7 +188,7 @@ class Dump:
         return DumpInfo.of(dict(self._session.info, crash=crash_of(self._session)))
 
     @property
-    def native_heap(self):
+    def native_heap(self) -> NativeHeapView:
         """glibc's malloc state of a Linux core (:class:`~clrlayout.model.native.NativeHeapView`: ``mallinfo``,
         ``arenas``, ``chunks()``, ``leaks()``), read once; :class:`~clrlayout.errors.NativeHeapNotFound` where
         there is none to read (a Windows dump, another allocator, a trimmed core)."""
@@ -169,11 +204,24 @@ class Dump:
         return list(self._session.warnings)
 
 
-def open(path, *, method_table: int | None = None, profile: str | None = None, heap: str = "auto", limits=None,
-         assemblies=()) -> Dump:
-    """Open a dump (a Windows minidump or a Linux core).  ``method_table``: the String MethodTable where the
-    dump's own cannot be found; ``profile``: a layout profile by name (``coreclr-x64@3.1``); ``heap``: "auto",
-    "walk" (exact, or fail) or "scan"; ``assemblies``: folders to find assemblies in."""
+def open(path: str, *, method_table: int | None = None, profile: str | None = None, heap: str = "auto",
+         limits: Limits | None = None, assemblies: tuple[str, ...] | list[str] = ()) -> Dump:
+    """Open a dump (a Windows minidump or a Linux core).
+
+    Args:
+        path: the dump file.
+        method_table: the String MethodTable, where the dump's own cannot be found.
+        profile: a layout profile by name (``coreclr-x64@3.1``), instead of the one the dump's runtime selects.
+        heap: "auto", "walk" (the exact walk, or fail) or "scan" (the checked scan for strings).
+        limits: the bounds on what a dump may make the reader do (:data:`~clrlayout.limits.DEFAULT_LIMITS`).
+        assemblies: folders to find assemblies in (as the DAC's metadata locator does).
+
+    Returns:
+        The open :class:`Dump`; use it as a context manager.
+
+    Raises:
+        clrlayout.ClrLayoutError: a subclass that says why the dump cannot be read (each with its exit code).
+    """
     from ..limits import DEFAULT_LIMITS
     from ..session import open_session
 

@@ -6,7 +6,13 @@ the offsets the contract descriptor gives: .NET 9 and later) and the MethodDef r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..errors import ClrLayoutError, ExitCode
+
+if TYPE_CHECKING:
+    from ..session import Session
+    from .heap import Heap
 
 #: inner exceptions followed at the most; frames read at the most from one stack trace
 MAX_INNER = 32
@@ -23,7 +29,7 @@ class NotAnException(ClrLayoutError):
     exit_code = ExitCode.NO_RUNTIME
 
 
-def exception_at(session, address: int) -> dict:
+def exception_at(session: Session, address: int) -> dict[str, Any]:
     """{address, type, message, hresult, frames: [{ip, sp, method_desc, method}], inner: {...} or None}."""
     from .heap import Heap
 
@@ -37,7 +43,7 @@ def exception_at(session, address: int) -> dict:
     return record
 
 
-def _one(session, heap, address: int, seen: set) -> dict:
+def _one(session: Session, heap: Heap, address: int, seen: set[int]) -> dict[str, Any]:
     obj = heap.object_at(address)
     if obj is None or obj.address != address:
         raise NotAnException(f"{address:#x} is not the start of an object")
@@ -50,21 +56,21 @@ def _one(session, heap, address: int, seen: set) -> dict:
             "inner_address": f.get("_innerException") or 0, "inner": None}
 
 
-def _is_exception(session, mt: int) -> bool:
+def _is_exception(session: Session, mt: int) -> bool:
     layout = session.type_layout(mt)
     if layout is None:
         return False
     return any(session.type_name(p) == "System.Exception" for p in (mt, *layout.parents))
 
 
-def _string(heap, address) -> str | None:
+def _string(heap: Heap, address: object) -> str | None:
     if not isinstance(address, int) or not address:
         return None
     obj = heap.object_at(address)
     return obj.as_string() if obj is not None and obj.address == address else None
 
 
-def _frames(session, heap, address) -> list:
+def _frames(session: Session, heap: Heap, address: object) -> list[dict[str, Any]]:
     """The frames of a _stackTrace: a byte[] (the StackTraceArray), or an object[] whose first element is it."""
     if not isinstance(address, int) or not address:
         return []
@@ -97,7 +103,7 @@ def _frames(session, heap, address) -> list:
 class _MethodNamer:
     """``Type.Method`` of a MethodDesc, where the runtime's contract descriptor gives the MethodDesc's layout."""
 
-    def __init__(self, session):
+    def __init__(self, session: Session) -> None:
         self.session = session
         version = session.runtime.version_tuple
         contract = session.contract if session.runtime.flavor == "coreclr" and version and version >= (9,) else None

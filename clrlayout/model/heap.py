@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..graph.roots import ROOT_KINDS
+from ..graph.roots import ROOT_KINDS, Root
 from .types import ClrType
 
 if TYPE_CHECKING:
+    from ..graph.objectgraph import ObjectGraph
     from ..heap.segments import Segment
     from ..session import Session
 
@@ -26,7 +27,7 @@ class HeapObject:
     aligned_size: int  #: the bytes it takes on the heap
     count: int
     generation: str  #: gen0, gen1, gen2, loh, poh or frozen
-    _heap: Heap = field(repr=False, compare=False, default=None)
+    _heap: Heap = field(repr=False, compare=False, default=None)  # type: ignore[assignment]  # always given
     _value: str | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -42,7 +43,7 @@ class HeapObject:
         return self._value
 
     @property
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, object]:
         """The values of the instance fields, by name (see :meth:`~clrlayout.model.types.ClrField.decode`):
         what ``object`` prints, as Python values."""
         space = self._heap._session.dump.memory
@@ -76,9 +77,9 @@ class HeapObject:
 class RootPath:
     """A root and a shortest chain of references from it to an object (:meth:`Heap.root_paths`)."""
 
-    root: object  #: the :class:`~clrlayout.graph.roots.Root`: kind, object, address (handle, slot, stack word), thread
+    root: Root  #: kind, object, address (handle, slot, stack word), thread
     #: (object, the field of the object before it that references it: None for the root's own object)
-    chain: list
+    chain: list[tuple[HeapObject, str | None]]
 
     def __str__(self) -> str:
         where = f" of thread {self.root.thread}" if self.root.thread is not None else ""
@@ -93,7 +94,7 @@ class Heap:
     def __init__(self, session: Session):
         self._session = session
         self._types: dict[int, ClrType] = {}
-        self._graphs: dict[tuple, object] = {}  #: root kinds -> the object graph with them
+        self._graphs: dict[tuple[str, ...], ObjectGraph] = {}  #: root kinds -> the object graph with them
 
     @property
     def exact(self) -> bool:
@@ -104,12 +105,31 @@ class Heap:
         return list(self._session.heap.segments)
 
     def type_of(self, method_table: int) -> ClrType | None:
+        """The type of a MethodTable.
+
+        Args:
+            method_table: the MethodTable's address.
+
+        Returns:
+            The type, or None where no valid MethodTable is there.
+        """
         if method_table not in self._types:
-            self._types[method_table] = ClrType.of(self._session, method_table)
+            t = ClrType.of(self._session, method_table)
+            if t is None:
+                return None
+            self._types[method_table] = t
         return self._types[method_table]
 
-    def _object(self, o) -> HeapObject:
-        return HeapObject(o.address, self.type_of(o.method_table), o.size, o.aligned_size, o.count,
+    def _object_type(self, method_table: int) -> ClrType:
+        """The type of an object the walk or the graph found (its MethodTable was checked then; one the dump no
+        longer shows is a type without a name that says so, never an error)."""
+        t = self.type_of(method_table)
+        if t is None:
+            return ClrType(method_table, None, 0, 0, "object", "no valid MethodTable there", self._session)
+        return t
+
+    def _object(self, o: Any) -> HeapObject:
+        return HeapObject(o.address, self._object_type(o.method_table), o.size, o.aligned_size, o.count,
                           o.segment.generation(o.address), self)
 
     def objects(self) -> Iterator[HeapObject]:
@@ -121,51 +141,82 @@ class Heap:
     def strings(self) -> Iterator[HeapObject]:
         """Every System.String, in heap order (found by a checked scan where the heap cannot be walked)."""
         session = self._session
-        string_type = None
+        string_type: ClrType | None = None
         for s in session.strings():
             if string_type is None:
-                string_type = self.type_of(s.method_table)
+                string_type = self._object_type(s.method_table)
             yield HeapObject(s.address, string_type, s.size, s.aligned_size, s.length, s.heap, self, s.value)
 
     def object_at(self, address: int) -> HeapObject | None:
-        """The object whose bytes (header to padding) hold ``address`` (None: none does, or it is free space)."""
+        """The object whose bytes (header to padding) hold an address.
+
+        Args:
+            address: any address in the object, its header and padding included.
+
+        Returns:
+            The object, or None where no object holds the address (or it is free space).
+        """
         o = self._session.object_at(address)
         return None if o is None or o.is_free else self._object(o)
 
     # --- the object graph (references, roots, liveness, retained sizes) ------------------------------------
 
-    def graph(self, roots=ROOT_KINDS):
-        """The object graph with these root kinds (:class:`~clrlayout.graph.objectgraph.ObjectGraph`), built once
-        per set of kinds; :class:`~clrlayout.errors.RootsNotFound` where a kind cannot be read."""
+    def graph(self, roots: tuple[str, ...] = ROOT_KINDS) -> ObjectGraph:
+        """The object graph with these root kinds, built once per set of kinds.
+
+        Args:
+            roots: the root kinds ("handles", "finalizer", "stacks", "statics"); () for the references alone.
+
+        Returns:
+            The :class:`~clrlayout.graph.objectgraph.ObjectGraph`.
+
+        Raises:
+            clrlayout.errors.RootsNotFound: a kind of root cannot be read from this dump.
+        """
         key = tuple(roots)
         if key not in self._graphs:
             self._graphs[key] = self._session.object_graph(key)
         return self._graphs[key]
 
     def referrers(self, obj: HeapObject | int) -> list[HeapObject]:
-        """The objects that reference the object (or the object at that address), each once, in heap order
-        (``refs --to``); like references, they do not depend on the roots."""
+        """The objects that reference an object, each once, in heap order (``refs --to``).
+
+        Args:
+            obj: the object, or its address.
+
+        Returns:
+            The referrers; like references, they do not depend on the roots.
+        """
         graph = self.graph(())
         node = graph.graph.node(obj if isinstance(obj, int) else obj.address)
         if node is None:
             return []
         return [self._node_object(graph, int(s)) for s in dict.fromkeys(sorted(graph.referrers(node).tolist()))]
 
-    def root_paths(self, obj: HeapObject | int, roots=ROOT_KINDS, limit: int = 100) -> list[RootPath]:
-        """Why the object is alive (``roots``, SOS ``!gcroot``): for each root that reaches it (at most ``limit``,
-        nearest first), a shortest chain of objects from the root's object to it, each with the field of the one
-        before that references it.  Empty: the object is dead (no root reaches it)."""
+    def root_paths(self, obj: HeapObject | int, roots: tuple[str, ...] = ROOT_KINDS,
+                   limit: int = 100) -> list[RootPath]:
+        """Why an object is alive (``roots``, SOS ``!gcroot``).
+
+        Args:
+            obj: the object, or its address.
+            roots: the root kinds to start from.
+            limit: the most roots answered, nearest first.
+
+        Returns:
+            For each root that reaches it, a shortest chain of objects from the root's object to it, each with the
+            field of the one before that references it.  Empty: the object is dead (no root reaches it).
+        """
         graph = self.graph(roots)
         g = graph.graph
         node = g.node(obj if isinstance(obj, int) else obj.address)
         if node is None:
             return []
-        by_node: dict[int, list] = {}
+        by_node: dict[int | None, list[Root]] = {}
         for r in graph.roots.roots:
             by_node.setdefault(g.node(r.object), []).append(r)
         out = []
         for root_node, chain in graph.shortest_paths(node, limit):
-            links = [(self._node_object(graph, chain[0]), None)]
+            links: list[tuple[HeapObject, str | None]] = [(self._node_object(graph, chain[0]), None)]
             for prev, nxt in zip(chain, chain[1:]):
                 fields = self._session.reference_fields(graph, prev, nxt)
                 links.append((self._node_object(graph, nxt), fields[0] if fields else None))
@@ -173,26 +224,43 @@ class Heap:
                 out.append(RootPath(r, links))
         return out
 
-    def roots(self, roots=ROOT_KINDS) -> list:
-        """The roots (:class:`~clrlayout.graph.roots.Root`: kind, object, address, thread) of these kinds."""
+    def roots(self, roots: tuple[str, ...] = ROOT_KINDS) -> list[Root]:
+        """The roots of these kinds.
+
+        Args:
+            roots: the root kinds.
+
+        Returns:
+            Each :class:`~clrlayout.graph.roots.Root`: kind, object, address, thread.
+        """
         return list(self.graph(roots).roots.roots)
 
-    def is_live(self, obj: HeapObject | int, roots=ROOT_KINDS) -> bool:
-        """Whether the object (or the object at that address) is reachable from the roots."""
+    def is_live(self, obj: HeapObject | int, roots: tuple[str, ...] = ROOT_KINDS) -> bool:
+        """Whether an object is reachable from the roots.
+
+        Args:
+            obj: the object, or its address.
+            roots: the root kinds.
+        """
         graph = self.graph(roots)
         node = graph.graph.node(obj if isinstance(obj, int) else obj.address)
         return node is not None and bool(graph.live[node])
 
-    def retained_size(self, obj: HeapObject | int, roots=ROOT_KINDS) -> int:
-        """The bytes the heap would free if the object became unreachable (its dominator subtree's sizes)."""
+    def retained_size(self, obj: HeapObject | int, roots: tuple[str, ...] = ROOT_KINDS) -> int:
+        """The bytes the heap would free if an object became unreachable (its dominator subtree's sizes).
+
+        Args:
+            obj: the object, or its address.
+            roots: the root kinds.
+        """
         graph = self.graph(roots)
         node = graph.graph.node(obj if isinstance(obj, int) else obj.address)
         return 0 if node is None else int(graph.dominators()[1][node])
 
-    def _node_object(self, graph, node: int) -> HeapObject:
+    def _node_object(self, graph: ObjectGraph, node: int) -> HeapObject:
         g = graph.graph
         mt = int(g.types[g.kinds[node]])
-        t = self._types.get(mt) or self.type_of(mt)
+        t = self._types.get(mt) or self._object_type(mt)
         address = int(g.addresses[node])
         if t.component_size:  # an array's or string's length, read again (the graph keeps no sizes)
             size = g.size(node)

@@ -4,14 +4,24 @@ arenas, the chunks and the leaked ones.  Numbers only (addresses as ints); the p
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..native import figures
 from ..native.arenas import NativeHeap, read_native_heap
 from ..native.chunks import IN_USE, MMAPPED, NO_ARENA, STATES
+
+if TYPE_CHECKING:
+    from ..dump import DumpFile
+    from ..graph.build import HeapGraph
+    from ..graph.objectgraph import ObjectGraph
+    from ..limits import Limits
+    from ..native.leaks import ChunkIndex
+    from ..session import Session
 
 PREVIEW = 32
 #: dominators followed up from one owner at the most (a dominator tree is as deep as the longest chain of objects)
@@ -28,7 +38,7 @@ class Chunk:
     state: str
     arena: int | None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"address": self.address, "size": self.size, "state": self.state, "arena": self.arena}
 
 
@@ -37,11 +47,11 @@ class Owners:
     """Which live managed object owns each owned chunk, and which chunks only dead objects hold."""
 
     #: chunk (index into the heap's arrays) -> (object address, type name)
-    live: dict
+    live: dict[int, tuple[int, str]]
     #: chunk -> (object address, type name) of a dead object that holds it, where no live one does
-    dead: dict
+    dead: dict[int, tuple[int, str]]
     #: chunk -> the graph node of its live owner
-    nodes: dict
+    nodes: dict[int, int]
 
 
 class NativeHeapView:
@@ -49,14 +59,14 @@ class NativeHeapView:
     ``malloc_info`` and more), :meth:`chunks`, :meth:`leaks`, and in a .NET process :attr:`owners` (the managed
     objects that hold native blocks)."""
 
-    def __init__(self, dump, heap: NativeHeap, session=None):
+    def __init__(self, dump: DumpFile, heap: NativeHeap, session: Session | None = None) -> None:
         self._dump = dump
         self._session = session
         self.heap = heap
         figures.check(heap)
 
     @cached_property
-    def _index(self):
+    def _index(self) -> ChunkIndex:
         from ..native.leaks import ChunkIndex
 
         return ChunkIndex(self.heap)
@@ -70,20 +80,22 @@ class NativeHeapView:
         og = session.object_graph()
         return self.owners_in(og.graph, og.live)
 
-    def owners_in(self, graph, live: np.ndarray) -> Owners:
+    def owners_in(self, graph: HeapGraph, live: np.ndarray) -> Owners:
         """The owners among the objects of a heap graph, ``live`` saying which are (kept for that graph and
         liveness: the report and `retained` ask for them again)."""
         kept = self.__dict__.get("_owners_of")
         if kept is not None and kept[0] is graph and np.array_equal(kept[1], live):
-            return kept[2]
+            owners: Owners = kept[2]
+            return owners
         found = self._owners_in(graph, live)
         self.__dict__["_owners_of"] = (graph, live, found)
         return found
 
-    def _owners_in(self, graph, live: np.ndarray) -> Owners:
+    def _owners_in(self, graph: HeapGraph, live: np.ndarray) -> Owners:
         from ..native.owners import candidate_words, owners
 
         session, index = self._session, self._index
+        assert session is not None  # owners are asked only where there is a managed heap
         ranges = [(seg.start, seg.end) for seg in session.heap.segments]
         words, nodes, ks = candidate_words(self._dump.memory, ranges, graph.addresses, graph.aligned, index)
         nodes, ks, _ = owners(words, nodes, ks, graph.addresses, graph.method_tables, session.type_layout,
@@ -102,7 +114,7 @@ class NativeHeapView:
             found.dead.pop(row, None)
         return found
 
-    def retained_native(self, owners: Owners, idom: np.ndarray, nodes) -> dict[int, int]:
+    def retained_native(self, owners: Owners, idom: np.ndarray, nodes: Iterable[int]) -> dict[int, int]:
         """For each of ``nodes``, the bytes of the native chunks owned by the objects it dominates (itself
         included): what would be freed with it, its finalizers or SafeHandles releasing them."""
         wanted = {int(n): 0 for n in nodes}
@@ -115,12 +127,12 @@ class NativeHeapView:
                 v, steps = int(idom[v]), steps + 1
         return wanted
 
-    def by_owner(self) -> list[dict]:
+    def by_owner(self) -> list[dict[str, Any]]:
         """Native bytes per owning managed type: objects, chunks, bytes; largest first."""
         owners = self.owners
         if owners is None:
             return []
-        rows: dict = {}
+        rows: dict[str, dict[str, Any]] = {}
         for row, (address, name) in owners.live.items():
             r = rows.setdefault(name, {"type": name, "objects": set(), "chunks": 0, "bytes": 0})
             r["objects"].add(address)
@@ -131,17 +143,18 @@ class NativeHeapView:
 
     @property
     def version(self) -> str:
-        return self.heap.version
+        version: str = self.heap.version
+        return version
 
     @property
-    def mallinfo(self) -> dict | None:
+    def mallinfo(self) -> dict[str, int] | None:
         return figures.mallinfo(self.heap)
 
     @cached_property
-    def arenas(self) -> list[dict]:
+    def arenas(self) -> list[dict[str, Any]]:
         return figures.arena_rows(self.heap)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         h = self.heap
         return {"allocator": "glibc", "version": self.version, "version_source": h.libc.version_source or "shape",
                 "layout": h.layout.versions, "libc": h.libc.path, "main_arena": h.main_arena, "mp": h.mp,
@@ -155,9 +168,16 @@ class NativeHeapView:
     def _arena_address(self, index: int) -> int | None:
         return None if index == NO_ARENA else (self.heap.arenas[index].address or None)
 
-    def chunks(self, states: tuple[str, ...] = ()):
-        """Every chunk in address order (or those in ``states``), as a dict: :class:`Chunk`'s fields, and in a
-        .NET process ``owner`` and ``owner_type`` (the live managed object that holds it, or None)."""
+    def chunks(self, states: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+        """Every chunk in address order.
+
+        Args:
+            states: only the chunks in these states (``in-use``, ``tcache``, ...); () for all.
+
+        Yields:
+            Each chunk as a dict: :class:`Chunk`'s fields, and in a .NET process ``owner`` and ``owner_type`` (the
+            live managed object that holds it, or None).
+        """
         h = self.heap
         wanted = np.isin(h.state, [STATES.index(s) for s in states]) if states else np.ones(len(h.state), bool)
         owners = self.owners
@@ -171,7 +191,7 @@ class NativeHeapView:
             yield row
 
     @cached_property
-    def _reach(self):
+    def _reach(self) -> tuple[ChunkIndex, np.ndarray]:
         """(chunk index, reach level per chunk): in a .NET process the GC heap is no root; the native pointers of
         live objects are."""
         from ..native.leaks import reached
@@ -179,13 +199,21 @@ class NativeHeapView:
         owners = self.owners
         if owners is None:
             return reached(self._dump, self.heap, index=self._index)
+        assert self._session is not None  # owners come from a managed heap
         segments = [(seg.start, max(seg.end, seg.committed or 0)) for seg in self._session.heap.segments]
         held = np.array([int(self.heap.address[r]) + 16 for r in owners.live], dtype=np.uint64)
         return reached(self._dump, self.heap, outside=segments, extra_roots=held, index=self._index)
 
-    def leaks(self, largest: int | None = None):
-        """The in-use chunks nothing reaches (:mod:`clrlayout.native.leaks`), each with its first bytes, in
-        address order; ``largest``: only that many, the biggest first."""
+    def leaks(self, largest: int | None = None) -> Iterator[dict[str, Any]]:
+        """The in-use chunks nothing reaches (:mod:`clrlayout.native.leaks`), in address order.
+
+        Args:
+            largest: only that many, the biggest first (None: all).
+
+        Yields:
+            Each leaked chunk as :meth:`chunks` gives it, with its first bytes (``preview``), its size class and,
+            in a .NET process, ``held_by_dead``: the dead managed object that still points at it, or None.
+        """
         index, level = self._reach
         h = self.heap
         leaked = np.flatnonzero(level == 0)
@@ -202,24 +230,24 @@ class NativeHeapView:
                 row["held_by_dead"] = {"address": dead[0], "type": dead[1]} if dead else None
             yield row
 
-    def leak_summary(self, largest: int) -> dict:
+    def leak_summary(self, largest: int) -> dict[str, Any]:
         """The leaks' count and bytes, how many only dead managed objects hold, the ``largest`` of them (rows as
         :meth:`leaks` gives them) and what the dump lacks for the search."""
         index, level = self._reach
         leaked = self.reach_counts()["leaked"]
-        dead = self.owners.dead if self.owners is not None else {}
+        dead: dict[int, tuple[int, str]] = self.owners.dead if self.owners is not None else {}
         held_by_dead = int(np.isin(index.rows[level == 0], np.fromiter(dead, dtype=np.int64)).sum()) if dead else 0
         return {**leaked, "held_by_dead": held_by_dead, "largest": list(self.leaks(largest)),
                 "missing": list(self.heap.missing)}
 
-    def reach_counts(self) -> dict:
+    def reach_counts(self) -> dict[str, dict[str, int]]:
         index, level = self._reach
         size = self.heap.size[index.rows]
         return {name: {"count": int((level == v).sum()), "bytes": int(size[level == v].sum())}
                 for v, name in ((0, "leaked"), (1, "from_roots"), (2, "through_chunks"))}
 
 
-def native_heap(dump, session=None) -> NativeHeapView:
+def native_heap(dump: DumpFile, session: Session | None = None) -> NativeHeapView:
     """The native heap of an open :class:`clrlayout.dump.DumpFile` (the reader's); ``session``: the .NET engine over
     the same dump, for owners and for the managed side of the leaks (and its GC heap, where no mmapped chunk is
     looked for)."""
@@ -228,7 +256,7 @@ def native_heap(dump, session=None) -> NativeHeapView:
     return NativeHeapView(dump, read_native_heap(dump, segments), session)
 
 
-def native_heap_of(session) -> NativeHeapView | None:
+def native_heap_of(session: Session) -> NativeHeapView | None:
     """The session's native heap, read once and kept (None where the dump has none to read: not a Linux core,
     another allocator, a trimmed core)."""
     cache = session.__dict__
@@ -242,10 +270,11 @@ def native_heap_of(session) -> NativeHeapView | None:
             except ClrLayoutError:
                 view = None
         cache["_native_heap"] = view
-    return cache["_native_heap"]
+    found: NativeHeapView | None = cache["_native_heap"]
+    return found
 
 
-def retained_native_of(session, og, nodes) -> dict | None:
+def retained_native_of(session: Session, og: ObjectGraph, nodes: Iterable[int]) -> dict[int, int] | None:
     """For each of ``nodes`` of the object graph ``og``, the native bytes the objects it dominates own (None
     where the dump has no native heap to read)."""
     view = native_heap_of(session)
@@ -255,9 +284,20 @@ def retained_native_of(session, og, nodes) -> dict | None:
     return view.retained_native(view.owners_in(og.graph, og.live), idom, nodes)
 
 
-def open_native(path: str, limits=None, assemblies=()) -> NativeHeapView:
-    """Open a core for its native heap (any Linux process); in a .NET process whose GC heap can be walked, the
-    managed objects that own native blocks too."""
+def open_native(path: str, limits: Limits | None = None, assemblies: Iterable[str] = ()) -> NativeHeapView:
+    """Open a core for its native heap (any Linux process).
+
+    Args:
+        path: the core file.
+        limits: the bounds on what a dump may make the reader do.
+        assemblies: folders to find assemblies in (to name the managed owners' types).
+
+    Returns:
+        The view; in a .NET process whose GC heap can be walked, with the managed objects that own native blocks.
+
+    Raises:
+        clrlayout.errors.NativeHeapNotFound: the core has no glibc heap to read, and says why.
+    """
     from ..dump import open_dump
     from ..errors import ClrLayoutError
     from ..limits import DEFAULT_LIMITS

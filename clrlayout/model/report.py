@@ -8,9 +8,23 @@ levels for the treemap.  Numbers only; the presenters format them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..graph.roots import ROOT_KINDS
+
+if TYPE_CHECKING:
+    from ..graph.build import HeapGraph
+    from ..graph.objectgraph import ObjectGraph
+    from ..session import Session
+    from .heap import Heap
+
+#: the nodes a node (or an array of nodes) immediately dominates; a node's type name
+Children = Callable[[Any], np.ndarray]
+Namer = Callable[[int], str]
+Row = dict[str, Any]
 
 #: a child is followed down while it retains at least this share of its parent (MAT's accumulation point)
 ACCUMULATION = 0.7
@@ -18,7 +32,8 @@ ACCUMULATION = 0.7
 TREE_CHILDREN, TREE_DEPTH = 12, 3
 
 
-def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_types: int = 10) -> dict:
+def build(session: Session, earlier: Sequence[Session] = (), threshold: float = 0.10,
+          kinds: tuple[str, ...] = ROOT_KINDS, top_types: int = 10) -> Row:
     from .heap import Heap
 
     og = session.object_graph(kinds)
@@ -29,20 +44,21 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
     order = np.argsort(idom, kind="stable")
     sorted_idom = idom[order]
 
-    def children(v) -> np.ndarray:
+    def children(v: Any) -> np.ndarray:
         """The nodes ``v`` (a node, or an array of them) immediately dominates."""
         many = np.atleast_1d(np.asarray(v, dtype=idom.dtype))
         lo, hi = np.searchsorted(sorted_idom, many, "left"), np.searchsorted(sorted_idom, many, "right")
         counts = hi - lo
         total = int(counts.sum())
         offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        return order[np.repeat(lo, counts) + offsets]
+        found: np.ndarray = order[np.repeat(lo, counts) + offsets]
+        return found
 
     heap = Heap(session)
     tops = _through_statics(session, g, children(n), children)
     tops = tops[np.argsort(-retained[tops], kind="stable")]
     limit = threshold * live_bytes
-    names = {}
+    names: dict[int, str] = {}
 
     def type_name_of_kind(kind: int) -> str:
         if kind not in names:
@@ -62,10 +78,10 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
     kinds_of = g.kinds[tops]
     per_kind = np.bincount(kinds_of, weights=retained[tops].astype(np.float64), minlength=len(g.types))
     objects_of = np.bincount(kinds_of, minlength=len(g.types))
-    by_type: dict[str, list] = {}
+    by_type: dict[str, list[int]] = {}
     for k in np.flatnonzero(objects_of).tolist():
         by_type.setdefault(type_name_of_kind(k), []).append(k)
-    type_suspects = []
+    type_suspects: list[Row] = []
     for name, ks in by_type.items():
         total, objects = int(sum(per_kind[k] for k in ks)), int(sum(objects_of[k] for k in ks))
         if objects > 1 and total >= limit:
@@ -74,7 +90,7 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
             type_suspects.append({"type": name, "objects": objects, "retained_size": total,
                                   "share": total / live_bytes if live_bytes else 0.0,
                                   "biggest": int(g.addresses[biggest])})
-    type_suspects.sort(key=lambda r: -r["retained_size"])
+    type_suspects.sort(key=lambda r: -int(r["retained_size"]))
     from .native import retained_native_of
 
     native = retained_native_of(session, og, [s["_node"] for s in suspects]) if suspects else None
@@ -88,7 +104,7 @@ def build(session, earlier=(), threshold: float = 0.10, kinds=ROOT_KINDS, top_ty
             "inspections": _inspections(session, og)}
 
 
-def _through_statics(session, g, tops: np.ndarray, children) -> np.ndarray:
+def _through_statics(session: Session, g: HeapGraph, tops: np.ndarray, children: Children) -> np.ndarray:
     """The objects the virtual root dominates, the runtime's statics arrays replaced by what they dominate: a
     static field is a root to its reader (MAT's class statics), not a part of one object[] that would retain
     every static's graph (before .NET 9 one such array holds every static of a module)."""
@@ -99,10 +115,13 @@ def _through_statics(session, g, tops: np.ndarray, children) -> np.ndarray:
     if not len(arrays):
         return tops
     inside = np.isin(tops, arrays)
-    return np.concatenate([tops[~inside], children(tops[inside])])
+    through: np.ndarray = np.concatenate([tops[~inside], children(tops[inside])])
+    return through
 
 
-def _suspect(session, heap, g, og, retained, count, children, type_name, kinds, v, top_types, live_bytes) -> dict:
+def _suspect(session: Session, heap: Heap, g: HeapGraph, og: ObjectGraph, retained: np.ndarray, count: np.ndarray,
+             children: Children, type_name: Namer, kinds: tuple[str, ...], v: int, top_types: int,
+             live_bytes: int) -> Row:
     point, steps = v, 0
     while steps < 100_000:
         kids = children(point)
@@ -132,7 +151,7 @@ def _suspect(session, heap, g, og, retained, count, children, type_name, kinds, 
             "root": root, "chain": chain, "types": types, "_node": v}
 
 
-def _chain(heap, address: int, kinds) -> tuple[dict | None, list]:
+def _chain(heap: Heap, address: int, kinds: tuple[str, ...]) -> tuple[Row | None, list[Row]]:
     """(root, chain): the shortest chain from a root to the object, from a root that is no stack word where one
     reaches it (a stack is scanned conservatively, and a static that holds the object says more than a stale word
     of a frame); (None, []) where no root reaches it."""
@@ -145,11 +164,12 @@ def _chain(heap, address: int, kinds) -> tuple[dict | None, list]:
             [{"address": o.address, "type": o.type.name, "field": f} for o, f in p.chain])
 
 
-def _tree(g, retained, children, type_name, nodes, depth: int, keep: int = TREE_CHILDREN) -> list:
+def _tree(g: HeapGraph, retained: np.ndarray, children: Children, type_name: Namer, nodes: np.ndarray, depth: int,
+          keep: int = TREE_CHILDREN) -> list[Row]:
     """The dominator tree's top levels for the treemap: the ``keep`` biggest of ``nodes`` (sorted, biggest
     first), each with its biggest children, and the rest summed in one box (no address, no type: ``objects`` of
     them)."""
-    out = []
+    out: list[Row] = []
     for v in nodes[:keep].tolist():
         kids = children(v) if depth + 1 < TREE_DEPTH else np.zeros(0, dtype=np.int64)
         kids = kids[np.argsort(-retained[kids], kind="stable")]
@@ -162,7 +182,8 @@ def _tree(g, retained, children, type_name, nodes, depth: int, keep: int = TREE_
     return out
 
 
-def _growth(session, earlier, kinds, og, idom, retained, type_name, kind_name, heap) -> list:
+def _growth(session: Session, earlier: Sequence[Session], kinds: tuple[str, ...], og: ObjectGraph, idom: np.ndarray,
+            retained: np.ndarray, type_name: Namer, kind_name: Namer, heap: Heap) -> list[Row]:
     """Types whose live bytes grew at every step from the earliest dump to this one (with one earlier dump: grew),
     the largest growth of retained bytes first (``diff --live --sort retained``), 25 at the most; for each, the
     holder in this dump — the nearest object that dominates at least half of the type's live bytes (``how``:
@@ -175,7 +196,7 @@ def _growth(session, earlier, kinds, og, idom, retained, type_name, kind_name, h
     sides = [totals_of(s, True, kinds) for s in earlier] + [totals_of(session, True, kinds)]
     result = compare(sides, "retained")
     grew = [r for r in result if (r.grew_every_step if len(sides) > 2 else r.delta_bytes > 0)]
-    rows = [{"type": r.name, "counts": list(r.counts), "bytes": list(r.sizes), "retained": list(r.retained),
+    rows: list[Row] = [{"type": r.name, "counts": list(r.counts), "bytes": list(r.sizes), "retained": list(r.retained),
              "delta_count": r.delta_count, "delta_bytes": r.delta_bytes, "delta_retained": r.delta_retained,
              "holder": None, "root": None, "chain": []}
             for r in grew[:25]]
@@ -216,7 +237,7 @@ def _holder(idom: np.ndarray, nodes: np.ndarray, weights: np.ndarray, root: int,
     return root
 
 
-def _inspections(session, og) -> dict:
+def _inspections(session: Session, og: ObjectGraph) -> Row:
     from .summaries import memory_map
 
     finalizer = [r for r in og.roots.roots if r.kind.startswith("finalizer")]
@@ -226,7 +247,7 @@ def _inspections(session, og) -> dict:
     of_window, absorb, duplicates = _live_duplicates(session, og)
     # one walk of the heap, in parallel where it may: the free space, and the live duplicate strings
     mm = memory_map(session, also=(of_window, absorb))
-    free = []
+    free: list[Row] = []
     if mm.gc is not None:
         for (heap, gen), (_, size) in sorted(mm.gc.objects.items()):
             f = mm.gc.free.get((heap, gen), [0, 0])
@@ -244,7 +265,7 @@ def _inspections(session, og) -> dict:
             "native_heap": mm.native_heap, **_native(session)}
 
 
-def _native(session) -> dict:
+def _native(session: Session) -> Row:
     """glibc's arenas (the largest by system bytes) and the native leaks (in-use chunks nothing reaches: no
     module's data, stack, register, other chunk or live managed object), the largest first (``native
     --leaks``); nothing where the dump has no native heap read."""
@@ -263,7 +284,8 @@ def _native(session) -> dict:
 TOP, SPARSE = 10, 2
 
 
-def _live_duplicates(session, og):
+def _live_duplicates(session: Session, og: ObjectGraph) -> tuple[Callable[[Any], Any], Callable[[Any], None],
+                                                                  Callable[[bool], Row]]:
     """Live strings whose value another live string has too (``stats --type System.String --duplicates --live``),
     collected window by window: (of a window, absorb, finish) for :func:`memory_map`'s walk of the heap;
     ``finish(walked)`` gives the bytes the copies waste and the values that waste most (``walked``: whether the map
@@ -272,13 +294,13 @@ def _live_duplicates(session, og):
 
     live = og.graph.addresses[og.live]
 
-    def live_only(batch):
+    def live_only(batch: Any) -> Any:
         at = np.searchsorted(live, batch.addresses)
         keep = at < len(live)
         keep[keep] = live[at[keep]] == batch.addresses[keep]
         return batch.select(keep)
 
-    def of_window(win):
+    def of_window(win: Any) -> Any:
         part = DuplicateCollector(session.profile, None)
         for batch in session.window_batches(win):
             part.add(live_only(batch))
@@ -286,7 +308,7 @@ def _live_duplicates(session, og):
 
     dups = DuplicateCollector(session.profile, session.dump.memory)
 
-    def finish(walked: bool) -> dict:
+    def finish(walked: bool) -> Row:
         try:
             if not walked:  # the map made no walk of the heap: the strings on their own
                 for batch in session.iter_batches():
@@ -299,7 +321,7 @@ def _live_duplicates(session, og):
     return of_window, dups.merge, finish
 
 
-def _is_delegate(session, mt: int) -> bool:
+def _is_delegate(session: Session, mt: int) -> bool:
     """Whether System.MulticastDelegate is among the type's parents (by its MethodTables' parent chain)."""
     seen = 0
     while mt and seen < 64:
@@ -312,7 +334,7 @@ def _is_delegate(session, mt: int) -> bool:
     return False
 
 
-def _biggest_target(og, nodes: np.ndarray) -> np.ndarray:
+def _biggest_target(og: ObjectGraph, nodes: np.ndarray) -> np.ndarray:
     """The aligned size of the biggest object each of ``nodes`` references (0: none), from the graph's edges."""
     if not len(nodes):
         return np.zeros(0, dtype=np.int64)
@@ -330,12 +352,13 @@ def _biggest_target(og, nodes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _collections_and_delegates(session, og) -> tuple[dict, list]:
+def _collections_and_delegates(session: Session, og: ObjectGraph) -> tuple[Row, list[Row]]:
     """Live ``List<T>`` and ``Dictionary<K,V>`` whose capacity is far above their count (the bytes of the empty
     slots), and live delegates with many targets (``_invocationCount``: handlers piling up on an event)."""
     g, live, space = og.graph, og.live, session.dump.memory
     ptr = space.pointer_size
-    sparse, delegates = [], []
+    sparse: list[Row] = []
+    delegates: list[Row] = []
     wasted_total = 0
     for kind, mt in enumerate(g.types.tolist()):
         name = session.type_name(mt) or ""
@@ -358,8 +381,9 @@ def _collections_and_delegates(session, og) -> tuple[dict, list]:
             continue
         addresses = g.addresses[nodes].astype(np.uint64)
 
-        def words(field: str, size: int = ptr, at=addresses, laid=fields) -> np.ndarray:
-            return space.gather(at + np.uint64(laid[field].offset), size).astype(np.int64)
+        def words(field: str, size: int = ptr, at: np.ndarray = addresses, laid: dict[str, Any] = fields) -> np.ndarray:
+            got: np.ndarray = space.gather(at + np.uint64(laid[field].offset), size).astype(np.int64)
+            return got
 
         if is_delegate:
             targets, lists = words("_invocationCount"), words("_invocationList")
@@ -380,8 +404,8 @@ def _collections_and_delegates(session, og) -> tuple[dict, list]:
             wasted_total += wasted
             sparse.append({"address": int(addresses[i]), "type": name, "count": int(counts[i]),
                            "capacity": int(capacities[i]), "wasted_bytes": wasted})
-    sparse.sort(key=lambda r: -r["wasted_bytes"])
-    delegates.sort(key=lambda r: -r["targets"])
+    sparse.sort(key=lambda r: -int(r["wasted_bytes"]))
+    delegates.sort(key=lambda r: -int(r["targets"]))
     statics = session.static_holders([r["address"] for r in delegates[:TOP]],
                                      [r.object for r in og.roots.roots if r.kind.endswith("handle")])
     for r in delegates[:TOP]:

@@ -4,10 +4,20 @@ commands, ``diff`` and ``fleet``): the heap's totals per MethodTable, and where 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..analyses.filters import ObjectFilter
+    from ..analyses.memory import MemoryMap
+    from ..analyses.typestats import TypeStats
+    from ..session import Session
+
+#: a command's progress callback (what ``parallel.run_steps`` reports as the walk goes)
+Progress = Callable[..., Any]
 
 
-def type_totals(session, selected=None, jobs: int | None = None, progress: Callable | None = None,
-                on_found: Callable[[int], None] = lambda n: None):
+def type_totals(session: Session, selected: ObjectFilter | None = None, jobs: int | None = None,
+                progress: Progress | None = None, on_found: Callable[[int], None] = lambda n: None) -> TypeStats:
     """:class:`~clrlayout.analyses.typestats.TypeStats` of the objects ``selected`` (an ObjectFilter; None:
     all) accepts, over the exact heap walk; ``jobs`` processes share it (None: by the heap's size)."""
     from .. import parallel
@@ -15,7 +25,7 @@ def type_totals(session, selected=None, jobs: int | None = None, progress: Calla
 
     result = TypeStats()
 
-    def collect(win):
+    def collect(win: Any) -> parallel.StepOutput:
         part = TypeStats()
         part.add(win, session.mts, selected)
         return parallel.StepOutput(count=sum(v[0] for v in part.totals.values()), extra=part)
@@ -25,8 +35,9 @@ def type_totals(session, selected=None, jobs: int | None = None, progress: Calla
     return result
 
 
-def memory_map(session, jobs: int | None = None, progress: Callable | None = None,
-               on_found: Callable[[int], None] = lambda n: None, also: tuple[Callable, Callable] | None = None):
+def memory_map(session: Session, jobs: int | None = None, progress: Progress | None = None,
+               on_found: Callable[[int], None] = lambda n: None,
+               also: tuple[Callable[[Any], Any], Callable[[Any], None]] | None = None) -> MemoryMap:
     """:class:`~clrlayout.analyses.memory.MemoryMap`: every byte of the dump by kind, the address space, and
     (with the exact walk and MethodTables) the GC heap's object and free bytes per heap and generation.
     ``also``: (of a window, absorb) — what else a caller collects from the same walk's windows, absorbed in heap
@@ -50,10 +61,11 @@ def memory_map(session, jobs: int | None = None, progress: Callable | None = Non
     if session.heap.exact and session.profile.method_table is not None:
         gc = analysis.GcFigures()
 
-        def collect(win):
+        def collect(win: Any) -> parallel.StepOutput:
             return parallel.StepOutput(extra=(analysis.gc_window(win, session.mts), also[0](win) if also else None))
 
-        def absorb(extra):
+        def absorb(extra: Any) -> None:
+            assert gc is not None
             gc.merge(extra[0])
             if also:
                 also[1](extra[1])

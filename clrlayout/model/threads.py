@@ -5,8 +5,13 @@ and its name, the exception the thread last threw, its type and message.  Number
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ClrLayoutError, ExitCode
+
+if TYPE_CHECKING:
+    from ..session import Session
+    from .heap import Heap, HeapObject
 
 
 class ThreadsNotFound(ClrLayoutError):
@@ -27,22 +32,22 @@ class ThreadInfo:
     #: "cooperative" (in managed code: the GC waits for it) or "preemptive"
     gc_mode: str
     state: int
-    flags: tuple
+    flags: tuple[str, ...]
     #: "finalizer", "gc" or ""
     special: str
     frame: int
     #: the managed System.Threading.Thread object (0: none)
     thread_object: int
     #: the exception the thread last threw: {"address", "type", "message"}, or None
-    exception: dict | None
+    exception: dict[str, Any] | None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"os_id": self.os_id, "managed_id": self.managed_id, "address": self.address, "name": self.name,
                 "gc_mode": self.gc_mode, "state": self.state, "flags": list(self.flags), "special": self.special,
                 "frame": self.frame, "thread_object": self.thread_object, "exception": self.exception}
 
 
-def managed_threads(session) -> list[ThreadInfo]:
+def managed_threads(session: Session) -> list[ThreadInfo]:
     from ..runtime.threadstore import managed_threads as read
 
     version = session.runtime.version_tuple
@@ -60,7 +65,7 @@ def managed_threads(session) -> list[ThreadInfo]:
         obj = _object(heap, space.try_read_pointer(t.exposed_handle) if t.exposed_handle else 0)
         name = _string(heap, obj.fields.get("_name")) if obj is not None else None
         thrown = _object(heap, space.try_read_pointer(t.last_thrown_handle) if t.last_thrown_handle else 0)
-        exception = None
+        exception: dict[str, Any] | None = None
         if thrown is not None:
             exception = {"address": thrown.address, "type": thrown.type.name,
                          "message": _string(heap, thrown.fields.get("_message"))}
@@ -70,14 +75,14 @@ def managed_threads(session) -> list[ThreadInfo]:
     return out
 
 
-def _object(heap, address):
+def _object(heap: Heap, address: int | None) -> HeapObject | None:
     if not address:
         return None
     obj = heap.object_at(address)
     return obj if obj is not None and obj.address == address else None
 
 
-def _string(heap, address) -> str | None:
+def _string(heap: Heap, address: object) -> str | None:
     obj = _object(heap, address) if isinstance(address, int) else None
     return obj.as_string() if obj is not None else None
 
@@ -87,7 +92,7 @@ SIGNALS = {4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11
            9: "SIGKILL", 15: "SIGTERM"}
 
 
-def crash_of(session) -> dict | None:
+def crash_of(session: Session) -> dict[str, Any] | None:
     """What the dump was written for (the reader's ``crash``), with the signal named and, where the runtime's
     threads can be read (.NET 9+), the exception the crashing thread has in flight."""
     crash = session.dump.crash

@@ -10,7 +10,7 @@ from ..objects.instances import primitive_value
 
 if TYPE_CHECKING:
     from ..session import Session
-    from ..types.layouts import FieldLayout
+    from ..types.layouts import FieldLayout, TypeLayout
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class ClrField:
     kind: str  #: "primitive" | "reference" | "pointer" | "struct"
     is_static: bool = False
     #: a struct field's own fields (offsets from the start of the struct)
-    fields: tuple = ()
+    fields: tuple[ClrField, ...] = ()
     show: str = ""
 
     @staticmethod
@@ -34,7 +34,7 @@ class ClrField:
         return ClrField(f.name, f.offset, f.size, f.type, f.declaring_type, f.kind, f.is_static,
                         tuple(ClrField.of(x) for x in f.fields), f.show)
 
-    def decode(self, data: bytes, pointer_size: int):
+    def decode(self, data: bytes, pointer_size: int) -> object:
         """The value of this field from its bytes: int, float, bool or a one-character str; a reference or
         pointer as an address (None for null); a struct as a dict of its fields' values; else the bytes.  A bool
         whose byte is neither 0 nor 1 is that number (``object`` shows it as "2 (not 0 or 1)"), as a char that is
@@ -65,7 +65,7 @@ class ClrType:
     kind: str  #: "class" | "array" | "string" | "free" | "object"
     why_unnamed: str | None = None
     _session: Session | None = field(default=None, repr=False, compare=False)
-    _layout: object = field(default=None, repr=False, compare=False)
+    _layout: TypeLayout | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
     def of(session: Session, method_table: int) -> ClrType | None:
@@ -91,7 +91,7 @@ class ClrType:
     def is_free(self) -> bool:
         return self.kind == "free"
 
-    def layout(self):
+    def layout(self) -> TypeLayout | None:
         """The field layout (:class:`~clrlayout.types.layouts.TypeLayout`) the ``type`` command prints."""
         if self._layout is None and self._session is not None and self._session.profile.method_table is not None:
             self._layout = self._session.type_layout(self.method_table)
@@ -106,7 +106,10 @@ class ClrType:
     def parents(self) -> list[ClrType]:
         """The parent chain, nearest first (System.Object last)."""
         lay = self.layout()
-        return [t for t in (ClrType.of(self._session, m) for m in (lay.parents if lay is not None else ())) if t]
+        session = self._session
+        if lay is None or session is None:
+            return []
+        return [t for t in (ClrType.of(session, m) for m in lay.parents) if t]
 
     @property
     def fields(self) -> list[ClrField]:

@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .channel import Channel as _Channel
 from .channel import reap as _reap
@@ -77,7 +78,7 @@ def write_out(data) -> None:
 
 def run_steps(analysis, render: Callable, *, share: int = 1, progress=None,
               on_found: Callable[[int], None] = lambda n: None,
-              absorb: Callable[[object], None] = lambda extra: None) -> tuple[int, int, int]:
+              absorb: Callable[[Any], None] = lambda extra: None) -> tuple[int, int, int]:
     """Every step of the heap walk: ``render(window) -> StepOutput`` (its strings' findings go to
     ``analysis.findings``), its data written to stdout and its extra absorbed, in heap order.  ``share``
     processes do it (1: this one alone).  Returns the totals (count, SOS size, aligned size)."""

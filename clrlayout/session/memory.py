@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import RootsNotFound
+
+if TYPE_CHECKING:
+    from ..graph.statics import Statics
+    from ..runtime.loaderheaps import LoaderHeaps
 from ..util.allocator import release_freed
 
 
@@ -10,7 +16,7 @@ class RuntimeMemory:
     """The runtime's memory beside the heap (loader heaps, GC bookkeeping, handle tables) and the object graph. (a
     part of :class:`~clrlayout.session.Session`)."""
 
-    def loader_heaps(self):
+    def loader_heaps(self) -> LoaderHeaps:
         """The runtime's loader heaps (:mod:`clrlayout.runtime.loaderheaps`): their block records searched in
         all the dump's memory but the GC heap and the images, the heaps that hold them in all but the GC heap;
         looked for once."""
@@ -95,7 +101,7 @@ class RuntimeMemory:
             return cache.pop(key)
         return cache[key]
 
-    def statics(self):
+    def statics(self) -> Statics:
         """Where each type's static fields live (:class:`~clrlayout.graph.statics.Statics`), made once."""
         if self.__dict__.get("_statics") is None:
             from ..graph.statics import Statics

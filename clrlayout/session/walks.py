@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,10 @@ from ..heap.scan import iter_string_addresses
 from ..heap.walk import HeapWalker, WalkedObject
 from ..objects.strings import StringObject, read_strings
 from ..util.arrays import distinct
+
+if TYPE_CHECKING:
+    from ..heap.fastwalk import WindowObjects
+    from ..objects.batches import StringBatch
 
 BATCH = 65536
 
@@ -152,7 +157,7 @@ class Walks:
             return iter(())
         return HeapWalker(self.dump.memory, self.mts, self.findings).iter_objects(self.heap.segments)
 
-    def iter_batches(self, progress=None):
+    def iter_batches(self, progress: Callable[[int], None] | None = None) -> Iterator[StringBatch]:
         """Every System.String of the heap, in batches (numpy arrays over a character buffer), in heap order.
 
         The exact heap is walked by the vectorised walker; ``progress(bytes)`` is called as it goes."""
@@ -178,7 +183,7 @@ class Walks:
         self.string_method_table()
         return HeapSteps(FastWalker(self.dump.memory, self.mts, self.findings, progress), self.heap.segments)
 
-    def window_batches(self, win):
+    def window_batches(self, win: WindowObjects) -> Iterator[StringBatch]:
         """The strings of one window of :meth:`heap_steps`, in batches; their anomalies are findings."""
         from ..objects.batches import batch_from_window
 

@@ -18,7 +18,8 @@ TIMEOUT = 300
 #: what an MCP client says first (the Model Context Protocol's stdio transport: one JSON-RPC message a line)
 MCP_REQUESTS = [
     {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-     "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "clrlayout", "version": "1"}}},
+     "params": {"protocolVersion": "2024-11-05", "capabilities": {},
+                "clientInfo": {"name": "clrlayout", "version": "1"}}},
     {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
 ]
 
@@ -87,7 +88,8 @@ def _type_names(image: bytes) -> set[str]:
     pe = dnfile.dnPE(data=image, clr_lazy_load=True)  # only the two tables read here are parsed
     tables = {t.name: t for t in pe.net.mdtables.tables_list}  # (an absent table's attribute parses them all)
     rows = list(tables.get("TypeDef", []))
-    nested = {r.struct.NestedClass_Index: r.struct.EnclosingClass_Index for r in tables.get("NestedClass", [])}  # raw row numbers
+    # the raw row numbers (resolving a row's reference parses every table)
+    nested = {r.struct.NestedClass_Index: r.struct.EnclosingClass_Index for r in tables.get("NestedClass", [])}
 
     def full(i: int, depth: int = 0) -> str:
         row = rows[i - 1]
