@@ -110,7 +110,15 @@ class Diff:
 
 def totals_of(session: Session, live: bool = False, roots: tuple[str, ...] = ROOT_KINDS, strings: bool = False,
               jobs: int | None = None) -> DumpTotals:
-    """One dump's per-type totals (by name), of the reachable objects only with ``live``."""
+    """One dump's per-type totals (by name).
+
+    Args:
+        session: the engine over the dump.
+        live: only the objects the roots reach, with each type's retained bytes.
+        roots: the root kinds liveness starts from.
+        strings: also count every string value.
+        jobs: processes that share the heap walk (None: by the heap's size).
+    """
     from ..analyses.filters import ObjectFilter
     from .summaries import type_totals
 
@@ -158,7 +166,12 @@ def _retained_by_type(session: Session, graph: ObjectGraph) -> dict[str, int]:
 
 
 def compare(sides: list[DumpTotals], sort: str = "bytes") -> Diff:
-    """The rows of a comparison of ``sides`` (DumpTotals, oldest first), the largest growth first."""
+    """The rows of a comparison, the largest growth first.
+
+    Args:
+        sides: each dump's totals, oldest first.
+        sort: "bytes", "count" or "retained".
+    """
     names = sorted(set[str]().union(*(s.types for s in sides)))
     with_retained = all(any(v[3] is not None for v in s.types.values()) for s in sides)
     rows: list[DiffRow] = []
@@ -215,8 +228,18 @@ def diff(*paths: str, live: bool = False, roots: tuple[str, ...] = ROOT_KINDS, s
 
 
 def native_totals(session: Session) -> dict[str, dict[str, tuple[int, int]]]:
-    """A dump's native heap for ``diff --native``: in-use chunks by size class, and native bytes by owning managed
-    type (:mod:`clrlayout.model.native`); :class:`~clrlayout.errors.NativeHeapNotFound` where there is none."""
+    """A dump's native heap for ``diff --native``.
+
+    Args:
+        session: the engine over the dump.
+
+    Returns:
+        ``size_classes`` (in-use chunks by size class) and ``owners`` (native chunks and bytes by owning managed
+        type, :mod:`clrlayout.model.native`), each a (count, bytes) by key.
+
+    Raises:
+        clrlayout.errors.NativeHeapNotFound: the dump has no glibc heap to read.
+    """
     from ..native import figures
     from .native import native_heap
 
@@ -228,8 +251,15 @@ def native_totals(session: Session) -> dict[str, dict[str, tuple[int, int]]]:
 
 
 def native_compare(sides: list[dict[str, dict[str, tuple[int, int]]]]) -> list[dict[str, Any]]:
-    """Rows of ``diff --native``: each size class (in-use chunks) and each owning type, its count and bytes in
-    every dump and the change from the first to the last, the largest growth first within each kind."""
+    """Rows of ``diff --native``.
+
+    Args:
+        sides: each dump's :func:`native_totals`, oldest first.
+
+    Returns:
+        Each size class (in-use chunks) and each owning type, its count and bytes in every dump and the change
+        from the first to the last, the largest growth first within each kind.
+    """
     rows: list[dict[str, Any]] = []
     for kind in ("size_classes", "owners"):
         keys = sorted({k for s in sides for k in s[kind]})

@@ -47,6 +47,11 @@ class DumpInfo:
 
     @staticmethod
     def of(data: dict[str, Any]) -> DumpInfo:
+        """The info of the engine's ``info`` dict.
+
+        Args:
+            data: the engine's ``info``, with ``crash`` added.
+        """
         names = {f.name for f in dataclasses.fields(DumpInfo)}
         return DumpInfo(**{k: data.get(k) for k in names})  # type: ignore[arg-type]  # the reader's own keys
 

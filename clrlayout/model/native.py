@@ -81,8 +81,13 @@ class NativeHeapView:
         return self.owners_in(og.graph, og.live)
 
     def owners_in(self, graph: HeapGraph, live: np.ndarray) -> Owners:
-        """The owners among the objects of a heap graph, ``live`` saying which are (kept for that graph and
-        liveness: the report and `retained` ask for them again)."""
+        """The owners among the objects of a heap graph (kept for that graph and liveness: the report and
+        ``retained`` ask for them again).
+
+        Args:
+            graph: the heap graph.
+            live: per node, whether it is live.
+        """
         kept = self.__dict__.get("_owners_of")
         if kept is not None and kept[0] is graph and np.array_equal(kept[1], live):
             owners: Owners = kept[2]
@@ -115,8 +120,16 @@ class NativeHeapView:
         return found
 
     def retained_native(self, owners: Owners, idom: np.ndarray, nodes: Iterable[int]) -> dict[int, int]:
-        """For each of ``nodes``, the bytes of the native chunks owned by the objects it dominates (itself
-        included): what would be freed with it, its finalizers or SafeHandles releasing them."""
+        """The native bytes each node would free (its finalizers or SafeHandles releasing them).
+
+        Args:
+            owners: the chunks' owners (:meth:`owners_in`).
+            idom: each node's immediate dominator.
+            nodes: the nodes asked about.
+
+        Returns:
+            For each node, the bytes of the native chunks owned by the objects it dominates (itself included).
+        """
         wanted = {int(n): 0 for n in nodes}
         n = len(idom)
         for row, node in owners.nodes.items():
@@ -231,8 +244,15 @@ class NativeHeapView:
             yield row
 
     def leak_summary(self, largest: int) -> dict[str, Any]:
-        """The leaks' count and bytes, how many only dead managed objects hold, the ``largest`` of them (rows as
-        :meth:`leaks` gives them) and what the dump lacks for the search."""
+        """The leaks in figures.
+
+        Args:
+            largest: how many of the largest leaks to give (rows as :meth:`leaks` gives them).
+
+        Returns:
+            The leaks' ``count`` and ``bytes``, ``held_by_dead`` (how many only dead managed objects hold), the
+            ``largest`` and ``missing`` (what the dump lacks for the search).
+        """
         index, level = self._reach
         leaked = self.reach_counts()["leaked"]
         dead: dict[int, tuple[int, str]] = self.owners.dead if self.owners is not None else {}
@@ -248,17 +268,30 @@ class NativeHeapView:
 
 
 def native_heap(dump: DumpFile, session: Session | None = None) -> NativeHeapView:
-    """The native heap of an open :class:`clrlayout.dump.DumpFile` (the reader's); ``session``: the .NET engine over
-    the same dump, for owners and for the managed side of the leaks (and its GC heap, where no mmapped chunk is
-    looked for)."""
+    """The native heap of an open dump.
+
+    Args:
+        dump: the reader's :class:`clrlayout.dump.DumpFile`.
+        session: the .NET engine over the same dump, for owners and for the managed side of the leaks (and its
+            GC heap, where no mmapped chunk is looked for); None for any other process.
+
+    Raises:
+        clrlayout.errors.NativeHeapNotFound: the dump has no glibc heap to read.
+    """
     segments = [(seg.start, max(seg.end, seg.committed or 0)) for seg in session.heap.segments] \
         if session is not None and session.heap.exact else []
     return NativeHeapView(dump, read_native_heap(dump, segments), session)
 
 
 def native_heap_of(session: Session) -> NativeHeapView | None:
-    """The session's native heap, read once and kept (None where the dump has none to read: not a Linux core,
-    another allocator, a trimmed core)."""
+    """The session's native heap, read once and kept.
+
+    Args:
+        session: the engine over the dump.
+
+    Returns:
+        The view, or None where the dump has none to read (not a Linux core, another allocator, a trimmed core).
+    """
     cache = session.__dict__
     if "_native_heap" not in cache:
         view = None
@@ -275,8 +308,16 @@ def native_heap_of(session: Session) -> NativeHeapView | None:
 
 
 def retained_native_of(session: Session, og: ObjectGraph, nodes: Iterable[int]) -> dict[int, int] | None:
-    """For each of ``nodes`` of the object graph ``og``, the native bytes the objects it dominates own (None
-    where the dump has no native heap to read)."""
+    """The native bytes each node of an object graph would free.
+
+    Args:
+        session: the engine over the dump.
+        og: the object graph.
+        nodes: the nodes asked about.
+
+    Returns:
+        For each node, the native bytes the objects it dominates own; None where the dump has no native heap.
+    """
     view = native_heap_of(session)
     if view is None:
         return None

@@ -48,6 +48,14 @@ class ThreadInfo:
 
 
 def managed_threads(session: Session) -> list[ThreadInfo]:
+    """The runtime's managed threads (SOS's ``!threads``).
+
+    Args:
+        session: the engine over the dump.
+
+    Raises:
+        ThreadsNotFound: the runtime's thread list cannot be read (no contract descriptor before .NET 9).
+    """
     from ..runtime.threadstore import managed_threads as read
 
     version = session.runtime.version_tuple
@@ -93,8 +101,15 @@ SIGNALS = {4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11
 
 
 def crash_of(session: Session) -> dict[str, Any] | None:
-    """What the dump was written for (the reader's ``crash``), with the signal named and, where the runtime's
-    threads can be read (.NET 9+), the exception the crashing thread has in flight."""
+    """What the dump was written for.
+
+    Args:
+        session: the engine over the dump.
+
+    Returns:
+        The reader's ``crash`` with the signal named and, where the runtime's threads can be read (.NET 9+), the
+        exception the crashing thread has in flight; None where the dump was not written for a crash.
+    """
     crash = session.dump.crash
     if not crash:
         return None

@@ -31,6 +31,11 @@ class ClrField:
 
     @staticmethod
     def of(f: FieldLayout) -> ClrField:
+        """The model's field of a layout's.
+
+        Args:
+            f: the :class:`~clrlayout.types.layouts.FieldLayout`.
+        """
         return ClrField(f.name, f.offset, f.size, f.type, f.declaring_type, f.kind, f.is_static,
                         tuple(ClrField.of(x) for x in f.fields), f.show)
 
@@ -38,7 +43,12 @@ class ClrField:
         """The value of this field from its bytes: int, float, bool or a one-character str; a reference or
         pointer as an address (None for null); a struct as a dict of its fields' values; else the bytes.  A bool
         whose byte is neither 0 nor 1 is that number (``object`` shows it as "2 (not 0 or 1)"), as a char that is
-        a lone surrogate is its code."""
+        a lone surrogate is its code.
+
+        Args:
+            data: the field's bytes.
+            pointer_size: the target's pointer size (4 or 8).
+        """
         if self.kind == "struct":
             return {f.name: f.decode(data[f.offset : f.offset + f.size], pointer_size) for f in self.fields} \
                 if self.fields else bytes(data)
@@ -69,7 +79,15 @@ class ClrType:
 
     @staticmethod
     def of(session: Session, method_table: int) -> ClrType | None:
-        """The type of ``method_table`` (None: no valid MethodTable there)."""
+        """The type of a MethodTable.
+
+        Args:
+            session: the engine over the dump.
+            method_table: the MethodTable's address.
+
+        Returns:
+            The type, or None where no valid MethodTable is there.
+        """
         mt = session.mts.get(method_table)
         if mt is None:
             return None
@@ -123,6 +141,11 @@ class ClrType:
         return [ClrField.of(f) for f in lay.statics] if lay is not None else []
 
     def field(self, name: str) -> ClrField | None:
+        """A field by its name (instance fields, inherited ones included).
+
+        Args:
+            name: the field's name.
+        """
         lay = self.layout()
         f = lay.field(name) if lay is not None else None
         return ClrField.of(f) if f is not None else None
