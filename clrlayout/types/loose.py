@@ -163,7 +163,6 @@ class LooseImages:
         return self._bundle or None
 
 
-
 #: the longest process name the kernel keeps (``comm``, TASK_COMM_LEN less its NUL): a longer one is cut
 COMM_BYTES = 15
 
