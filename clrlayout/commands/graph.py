@@ -257,7 +257,8 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
             out(f"{'Address':>18} {'Size':>10} {'Retained':>12} {'Objects':>9}" + (f" {'Native':>10}" if with_native
                                                                                    else "") + "  Type")
             for r in objects:
-                held = f"  (static {r['static']})" if "static" in r else ""
+                held = "" if "static" not in r else f"  ({r['static']})" if "(thread static" in r["static"] \
+                    else f"  (static {r['static']})"
                 extra = f" {r['native_bytes']:>10,}" if with_native else ""
                 out(f"{r['address']:>18} {r['size']:>10,} {r['retained_size']:>12,} {r['retained_count']:>9,}{extra}  "
                     f"{r['type']}{held}")

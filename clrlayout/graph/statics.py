@@ -13,6 +13,14 @@ statics boxed: slots of a pinned ``object[]`` the runtime shares among types) an
   DomainLocalModule keeps ``m_pGCStatics`` change with the version: they are found by what they hold (every GC
   static of the module's known types holds null or an object of the field's type), as the TypeDef maps are.
   Generic instantiations and collectible types keep their statics elsewhere (dynamic entries): not named.
+
+Thread statics: .NET 9 and later, each thread's thread-statics ``object[]`` (found through the contract descriptor)
+holds one ``object[]`` per type, at the type's TLS index.  Before, each thread's ``ThreadLocalModule`` of a module
+holds a strong handle to an ``object[]`` of that module's GC thread statics (threadstatics.h: ``m_pGCStatics``), at
+the FieldDescs' offsets from its data.  Whose module an array is, is found by what it holds, as for the
+DomainLocalModule: every object in it at a known thread static's offset and of that field's type, one at least,
+and no other module's fields fitting as well.  The thread is not known there (the runtime's Thread is not read
+before .NET 9).
 """
 
 from __future__ import annotations
@@ -44,8 +52,10 @@ class Statics:
     there, or None; ``is_a(mt, field)``: whether an object of ``mt`` fits the field (None: the dump cannot tell, an
     interface say)."""
 
-    def __init__(self, space, layouts, module_of, contract, array_at, object_mt, is_a, known_types, is_object_array):
+    def __init__(self, space, layouts, module_of, contract, array_at, object_mt, is_a, known_types, is_object_array,
+                 handle_objects=lambda: ()):
         self.space, self.layouts, self.module_of = space, layouts, module_of
+        self.handle_objects = handle_objects  #: the objects the strong handles hold (before .NET 9: thread statics)
         self.is_object_array = is_object_array  #: whether a MethodTable is System.Object[]'s
         self.contract = contract
         self.array_at, self.object_mt, self.is_a = array_at, object_mt, is_a
@@ -189,9 +199,10 @@ class Statics:
         return found
 
     def thread_slot(self, address: int) -> tuple[int, object | None, int | None] | None:
-        """(MethodTable, FieldLayout, thread) of the GC thread static whose slot is at ``address`` (.NET 9+): a slot
+        """(MethodTable, FieldLayout, thread) of the GC thread static whose slot is at ``address``.  .NET 9+: a slot
         of a thread's thread-statics object[] is a type's (its field None: the type's own object[] of them), a slot
-        of that object[] a field's.  None: no thread static is there."""
+        of that object[] a field's.  Before: a slot of a module's object[] of a thread's statics, the thread None
+        (not known).  None: no thread static is there."""
         if self._thread_map is None:
             if self._thread_arrays is None:  # cheap: the threads' arrays and their elements, not the types' layouts
                 self._thread_arrays = self._tls_arrays()
@@ -213,12 +224,13 @@ class Statics:
         self._thread_statics()
 
     def _tls_arrays(self) -> set:
-        """The start of each thread's thread-statics object[] and of each object[] it holds (.NET 9+)."""
+        """The start of each thread's thread-statics object[] and of each object[] it holds (.NET 9+); before,
+        of each object[] a strong handle holds that is no module's regular statics."""
         from .roots import thread_static_arrays
 
         c = self.contract
         if isinstance(c, str) or "ThreadStaticsInfo" not in c.types:
-            return set()
+            return self._handle_arrays()
         out = set()
         for root in thread_static_arrays(self.space, c) or []:
             out.add(root.object)
@@ -233,8 +245,9 @@ class Statics:
         from .roots import thread_static_arrays
 
         c, space, ptr = self.contract, self.space, self.ptr
-        if isinstance(c, str) or "ThreadStaticsInfo" not in c.types \
-                or "AuxiliaryData" not in c.types.get("MethodTable", {}):
+        if isinstance(c, str) or "ThreadStaticsInfo" not in c.types:
+            return self._module_thread_statics()
+        if "AuxiliaryData" not in c.types.get("MethodTable", {}):
             return {}
         info = c.types["ThreadStaticsInfo"]
         by_index: dict[int, tuple[int, list]] = {}
@@ -262,6 +275,57 @@ class Statics:
                 for f in fields if own else ():
                     out[own + f.offset] = (mt, f, root.thread)  # offsets count from the array object
         return out
+
+    def _handle_arrays(self) -> set:
+        regular = self.arrays()
+        out = set()
+        for obj in dict.fromkeys(self.handle_objects()):
+            mt = self.object_mt(obj)
+            if mt is not None and obj not in regular and self.is_object_array(mt):
+                out.add(obj)
+        return out
+
+    def _module_thread_statics(self) -> dict:
+        """Slot -> (MethodTable, FieldLayout, None) of every GC thread static in the object[]s of the threads'
+        ThreadLocalModules (before .NET 9), each array given to the one module whose fields its objects fit."""
+        space, ptr = self.space, self.ptr
+        by_module: dict[int, dict[int, tuple[int, object]]] = {}
+        for mt in self.all_types():
+            lay = self.layouts.layout(mt)
+            module = self.module_of(mt)
+            if lay is None or not module or self.layouts.names.type_arguments(mt):
+                continue
+            for f in lay.statics:
+                if f.storage == "thread" and f.kind in ("reference", "struct") and f.offset % ptr == 0:
+                    by_module.setdefault(module, {})[f.offset // ptr] = (mt, f)
+        out: dict = {}
+        for start in sorted(self._tls_arrays()):
+            length = space.try_read(start + ptr, 4)
+            count = min(int.from_bytes(length, "little"), 1 << 16) if length else 0
+            data = space.try_read(start + 2 * ptr, count * ptr) or b""
+            words = [int.from_bytes(data[i:i + ptr], "little") for i in range(0, len(data), ptr)]
+            fitting = [fields for fields in by_module.values()
+                       if max(fields) < len(words) and self._fits(words, fields)]
+            if len(fitting) == 1:
+                for index, (mt, f) in fitting[0].items():
+                    out[start + 2 * ptr + index * ptr] = (mt, f, None)
+        return out
+
+    def _fits(self, words: list[int], fields: dict[int, tuple[int, object]]) -> bool:
+        """Whether every object of a module's thread-statics object[] is at one of its thread statics' slots and
+        of that field's type (one object at least of the field's own class)."""
+        objects = 0
+        for index, word in enumerate(words):
+            if not word:
+                continue
+            if index not in fields:
+                return False
+            mt = self.object_mt(word)
+            fits = self.is_a(mt, fields[index][1]) if mt is not None else False
+            if fits is False:
+                return False
+            objects += fits is True
+        return objects > 0
 
     def _gc_bases(self) -> dict[int, list[int]]:
         """GC statics base -> the types whose statics begin there (a module's types share one before .NET 9)."""

@@ -143,9 +143,15 @@ class RuntimeMemory:
                 # no evidence either way)
                 return True if field.type in chain else None
 
+            def handle_objects():
+                from ..graph.handles import read_handles
+
+                handles, _ = read_handles(self.dump, self.heap.dac_vars)
+                return [h.object for h in handles or () if h.strong]
+
             self._statics = Statics(self.dump.memory, self.layouts, self.names.module_of, self.contract, array_at,
                                     object_mt, is_a, self.layouts.universe,
-                                    lambda mt: self.type_name(mt) == "System.Object[]")
+                                    lambda mt: self.type_name(mt) == "System.Object[]", handle_objects)
         return self._statics
 
     def reference_fields(self, og, src: int, dst: int) -> list[str]:
@@ -187,8 +193,8 @@ class RuntimeMemory:
             words = np.frombuffer(space.read_available(start + 2 * ptr, count * ptr), dtype=f"<u{ptr}")
             for i in np.flatnonzero(np.isin(words, wanted)).tolist():
                 name = self._static_name(start + 2 * ptr + i * ptr, (start, mt, count))
-                if name:
-                    out.setdefault(int(words[i]), name[:-len(" (static)")])
+                if name:  # ``Type.Field``, a thread static's with what says so: ``Type.Field (thread static)``
+                    out.setdefault(int(words[i]), name.removesuffix(" (static)"))
         return out
 
     def _static_name(self, slot: int, array=None) -> str | None:
@@ -204,8 +210,9 @@ class RuntimeMemory:
             return None
         mt, field, tid = thread
         name = self.type_name(mt) or f"<unknown type, MT {mt:#x}>"
+        on = "" if tid is None else f", thread {tid}"
         return f"{name}'s thread statics (thread {tid})" if field is None else \
-            f"{name}.{field.name} (thread static, thread {tid})"
+            f"{name}.{field.name} (thread static{on})"
 
     def loader_allocators(self, graph) -> dict[int, int]:
         """MethodTable -> its LoaderAllocator object, for every collectible type among the ``graph``'s objects

@@ -74,10 +74,50 @@ def test_roots_name_the_static_that_holds_an_object(marked, capsys):
     assert chain[-1]["address"] == held and chain[-1]["field"] == "Program.Held (static)"
 
 
+def _dac_thread_statics(path, version, mts) -> dict:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    oracle = Path(__file__).resolve().parents[1] / "support" / "dac_oracle.py"
+    r = subprocess.run([sys.executable, str(oracle), str(path), str(runtimes.get(version).dac),
+                        "--thread-statics=" + ",".join(hex(m) for m in mts)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)["thread_statics"]
+
+
+@pytest.mark.parametrize("marked", ["3.1.23", "8.0.4"], indirect=True)
+def test_thread_statics_are_where_the_dac_says(marked):
+    """Before .NET 9: every GC thread static of every thread's ThreadLocalModule (the DAC's
+    GetThreadLocalModuleData: the data of that thread's object[] of the module's GC thread statics) is named as its
+    field, and no other slot is named a thread static.  (.NET 10: the test below.)"""
+    with open_session(str(marked.path)) as s:
+        statics = s.statics()
+        fields = {mt: [f for f in s.type_layout(mt).statics if f.storage == "thread"
+                       and f.kind in ("reference", "struct")]
+                  for mt in statics.all_types() if s.type_layout(mt) is not None
+                  and not s.names.type_arguments(mt)}
+        fields = {mt: fs for mt, fs in fields.items() if fs}
+        dac = _dac_thread_statics(marked.path, marked.runtime, fields)
+        expected = {}
+        for block in dac["blocks"]:
+            for mt, fs in fields.items():
+                if block["gc"] and dac["module_index"][str(mt)] == block["index"]:
+                    expected.update({block["gc"] + f.offset: (mt, f.name) for f in fs})
+        mine = {slot: (mt, f.name) for slot, (mt, f, thread) in statics._module_thread_statics().items()}
+        names = {s.type_name(mt) for mt in fields}
+    assert {"Program", "System.Threading.Thread", "System.Globalization.CultureInfo"} <= names
+    assert len({b["index"] for b in dac["blocks"] if b["gc"]}) >= 2  # CoreLib's and the program's
+    assert ("Program" in {s_ for s_ in names}) and any(n == "ThreadName" for _, n in expected.values())
+    assert mine == expected
+
+
 def test_roots_name_a_thread_static(marked, capsys):
-    """.NET 9+: a thread's thread-statics object[] (which no handle holds: the GC reports it) holds an object[] per
-    type, whose slots are its thread statics: both named.  (Before .NET 9 thread statics are not named: handles
-    hold them, in the runtime's per-thread module data.)"""
+    """A thread static that holds an object is named in `roots`.  .NET 9+: a thread's thread-statics object[]
+    (which no handle holds: the GC reports it) holds an object[] per type, whose slots are its thread statics:
+    both named, with the thread.  Before: a strong handle of the thread's ThreadLocalModule holds the module's
+    object[] of them, whose slot is named (the thread is not known there)."""
     text = bytes.fromhex(marked.markers["thread_static_string"]["forms"][1]).decode()
     lines = json_lines(capsys, "dump", marked.path, "--format", "jsonl")
     address = next(r["address"] for r in lines if r.get("value") == text)
@@ -89,8 +129,13 @@ def test_roots_name_a_thread_static(marked, capsys):
     if marked.runtime == "10.0.0":
         assert chain[-2]["field"].startswith("Program's thread statics (thread ")
         assert chain[-1]["field"].startswith("Program.ThreadName (thread static, thread ")
-    else:  # the limitation docs/guide/types.md names: held through handles, by slots that are not named
-        assert "static" not in (chain[-1]["field"] or "")
+    else:
+        assert chain[-1]["field"] == "Program.ThreadName (thread static)"
+        assert chain[-2]["type"] == "System.Object[]"
+        code, out, err = run(capsys, "retained", marked.path, "--top", "100000", "--format", "json", "-q")
+        assert code == 0, err
+        row = next(o for o in json.loads(out)["objects"] if o["address"] == address)
+        assert row["static"] == "Program.ThreadName (thread static)"
 
 
 def json_lines(capsys, *args):

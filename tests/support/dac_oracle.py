@@ -172,10 +172,11 @@ VISITHEAP = ctypes.CFUNCTYPE(None, c_uint64, ctypes.c_size_t, c_int32)
 
 # ISOSDacInterface vtable slots (IUnknown is 0-2; sospriv.idl order, as ClrMD's ISOSDacVTable lists it)
 SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 5, "GetAppDomainData": 6,
-       "GetThreadData": 17, "GetMethodDescName": 22, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
+       "GetModuleData": 13, "GetThreadData": 17, "GetMethodDescName": 22, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
        "GetMethodTableName": 36, "GetMethodTableData": 37, "GetMethodTableFieldData": 39, "GetFieldDescData": 42,
        "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
-       "GetHeapSegmentData": 50, "GetDomainLocalModuleDataFromModule": 57, "GetHandleEnum": 61, "GetStackReferences": 79, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
+       "GetHeapSegmentData": 50, "GetDomainLocalModuleDataFromModule": 57,
+       "GetThreadLocalModuleData": 58, "GetHandleEnum": 61, "GetStackReferences": 79, "TraverseLoaderHeap": 67, "GetCodeHeapList": 68, "TraverseVirtCallStubHeap": 69,
        "GetUsefulGlobals": 70}
 SOS6 = {"GetMethodTableCollectibleData": 3}
 SOS14 = {"GetStaticBaseAddress": 3}
@@ -185,6 +186,25 @@ class DomainLocalModuleData(ctypes.Structure):
     _fields_ = [("AppDomainAddr", CLRDATA_ADDRESS), ("ModuleID", c_uint64), ("ClassData", CLRDATA_ADDRESS),
                 ("DynamicClassTable", CLRDATA_ADDRESS), ("GCStaticDataStart", CLRDATA_ADDRESS),
                 ("NonGCStaticDataStart", CLRDATA_ADDRESS)]
+
+
+class ThreadLocalModuleData(ctypes.Structure):
+    _fields_ = [("ThreadAddr", CLRDATA_ADDRESS), ("ModuleIndex", c_uint64), ("ClassData", CLRDATA_ADDRESS),
+                ("DynamicClassTable", CLRDATA_ADDRESS), ("GCStaticDataStart", CLRDATA_ADDRESS),
+                ("NonGCStaticDataStart", CLRDATA_ADDRESS)]
+
+
+class ModuleData(ctypes.Structure):
+    _fields_ = [("Address", CLRDATA_ADDRESS), ("PEAssembly", CLRDATA_ADDRESS), ("ILBase", CLRDATA_ADDRESS),
+                ("MetadataStart", CLRDATA_ADDRESS), ("MetadataSize", c_uint64), ("Assembly", CLRDATA_ADDRESS),
+                ("IsReflection", c_uint32), ("IsPEFile", c_uint32), ("BaseClassIndex", c_uint64),
+                ("ModuleID", c_uint64), ("TransientFlags", c_uint32)] \
+        + [(n, CLRDATA_ADDRESS) for n in ("TypeDefToMethodTableMap", "TypeRefToMethodTableMap", "MethodDefToDescMap",
+                                          "FieldDefToDescMap", "MemberRefToDescMap", "FileReferencesMap",
+                                          "ManifestModuleReferencesMap", "LoaderAllocator", "ThunkHeap")] \
+        + [("ModuleIndex", c_uint64)]
+
+
 SOS8 = {"GetNumberGenerations": 3, "GetGenerationTable": 4, "GetGenerationTableSvr": 6}
 SOS13 = {"TraverseLoaderHeap": 3, "GetDomainLoaderAllocator": 4, "GetLoaderAllocatorHeapNames": 5,
          "GetLoaderAllocatorHeaps": 6, "GetHandleTableMemoryRegions": 7, "GetGCBookkeepingMemoryRegions": 8,
@@ -830,6 +850,35 @@ def statics(o: "Oracle", mts) -> dict:
     return out
 
 
+def thread_statics(o: "Oracle", mts) -> dict:
+    """Before .NET 9: {"module_index": {MethodTable: its module's index}, "blocks": [{"thread", "index", "gc",
+    "nongc"}]}: each managed thread's ThreadLocalModule of each module of ``mts`` (GetModuleData's dwModuleIndex,
+    then GetThreadLocalModuleData: pGCStaticDataStart is the data of that thread's object[] of the module's GC
+    thread statics, 0 when it has none yet)."""
+    index = {}
+    for mt in mts:
+        data = o.method_table(mt)
+        module = o._get("GetModuleData", ModuleData, data["module"]) if data and data["module"] else None
+        if module is not None:
+            index[str(mt)] = module.ModuleIndex
+    blocks = []
+    store = o._get("GetThreadStoreData", ThreadStoreData)
+    thread, seen = (store.FirstThread if store else 0), set()
+    while thread and thread not in seen:
+        seen.add(thread)
+        t = o._get("GetThreadData", ThreadData, thread)
+        if t is None:
+            break
+        for i in sorted(set(index.values())):
+            tlm = ThreadLocalModuleData()
+            if o.sos.call("GetThreadLocalModuleData", c_uint64(thread), c_uint32(i), byref(tlm),
+                          argtypes=[c_uint64, c_uint32, c_void_p]) == S_OK:
+                blocks.append({"thread": t.OSThreadId, "index": i, "gc": tlm.GCStaticDataStart,
+                               "nongc": tlm.NonGCStaticDataStart})
+        thread = t.NextThread
+    return {"module_index": index, "blocks": blocks}
+
+
 def stack_references(o: "Oracle") -> list:
     """{"thread", "address", "object", "flags"} of every stack reference ISOSDacInterface::GetStackReferences
     gives for each managed thread (precise: the JIT's GC info after unwinding from the core's registers)."""
@@ -891,6 +940,8 @@ def main(argv) -> int:
     ap.add_argument("--collectible", action="store_true")
     ap.add_argument("--statics", default=None, help="comma list of MethodTables: their statics' bases")
     ap.add_argument("--threads", action="store_true")
+    ap.add_argument("--thread-statics", default=None, help="comma list of MethodTables: their modules' thread "
+                    "statics on every thread (before .NET 9)")
     ap.add_argument("--method-names", default=None, help="comma list of MethodDescs: their names")
     args = ap.parse_args(argv)
     o = Oracle(args.core, args.dac)
@@ -926,6 +977,8 @@ def main(argv) -> int:
         result["statics"] = statics(o, [int(m, 0) for m in args.statics.split(",")])
     if args.threads:
         result["threads"] = threads(o)
+    if args.thread_statics:
+        result["thread_statics"] = thread_statics(o, [int(m, 0) for m in args.thread_statics.split(",")])
     if args.method_names:
         result["method_names"] = {m: o.method_name(int(m, 0)) for m in args.method_names.split(",")}
     json.dump(result, sys.stdout)
