@@ -42,7 +42,8 @@ SCHEMAS: dict[str, dict] = {
                     "element_types": TABLE, "field_bits": TABLE, "lookup_map": TABLE},
     "contract-descriptor": {"descriptor": TABLE, "method_tables": TABLE, "checks": (TABLES, ("descriptor",))},
     "runtime-bookkeeping": {"block": TABLE, "allocator": TABLE},
-    "allocator": {"chunk": TABLE, "layouts": (TABLES, ("versions", "arena", "par", "heap_info", "tcache"))},
+    "allocator": {"arch": TABLE, "layouts": (TABLES, ("versions", "malloc_state", "malloc_par", "heap_info",
+                                                       "tcache_counts"))},
     "thread-state": {"flags": TABLE},
 }
 

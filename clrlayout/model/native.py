@@ -30,7 +30,7 @@ MAX_CHAIN = 1 << 20
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk: its start (the header; user data is 16 bytes on), its size as glibc counts it (flags masked),
+    """One chunk: its start (the header; user data is two words on), its size as glibc counts it (flags masked),
     its state (``in-use``, ``tcache``, ``fastbin``, ``bin``, ``top``, ``mmapped``, ``arena``) and arena."""
 
     address: int
@@ -170,7 +170,7 @@ class NativeHeapView:
     def summary(self) -> dict[str, Any]:
         h = self.heap
         return {"allocator": "glibc", "version": self.version, "version_source": h.libc.version_source or "shape",
-                "layout": h.layout.versions, "libc": h.libc.path, "main_arena": h.main_arena, "mp": h.mp,
+                "layout": h.layout.versions, "libc": h.libc.path or None, "main_arena": h.main_arena, "mp": h.mp,
                 "mallinfo": self.mallinfo, "arenas": self.arenas, "mmapped": figures.mmapped(h),
                 "size_classes": figures.size_classes(h), "totals": figures.totals(h),
                 "tcaches": [{"address": t.address, "thread": t.thread, "count": len(t.chunks),
@@ -214,7 +214,8 @@ class NativeHeapView:
             return reached(self._dump, self.heap, index=self._index)
         assert self._session is not None  # owners come from a managed heap
         segments = [(seg.start, max(seg.end, seg.committed or 0)) for seg in self._session.heap.segments]
-        held = np.array([int(self.heap.address[r]) + 16 for r in owners.live], dtype=np.uint64)
+        header = self.heap.layout.chunk["header"]
+        held = np.array([int(self.heap.address[r]) + header for r in owners.live], dtype=np.uint64)
         return reached(self._dump, self.heap, outside=segments, extra_roots=held, index=self._index)
 
     def leaks(self, largest: int | None = None) -> Iterator[dict[str, Any]]:
@@ -235,7 +236,8 @@ class NativeHeapView:
         for k in leaked:
             i = int(index.rows[k])
             address, size = int(h.address[i]), int(h.size[i])
-            preview = self._dump.memory.read_available(address + 16, min(PREVIEW, size - 16))
+            header = h.layout.chunk["header"]
+            preview = self._dump.memory.read_available(address + header, min(PREVIEW, size - header))
             row = {**Chunk(address, size, STATES[h.state[i]], self._arena_address(int(h.arena[i]))).as_dict(),
                    "size_class": 1 << (size.bit_length() - 1), "preview": preview}
             dead = self.owners.dead.get(i) if self.owners is not None else None

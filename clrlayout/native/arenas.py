@@ -13,7 +13,7 @@ from ..errors import NativeHeapNotFound
 from ..findings import FindingKind, Findings
 from . import chunks as ch
 from .layout import MallocLayout, for_version, layouts
-from .libc import Libc, find_libc, find_main_arena, find_mp, foreign_allocators
+from .libc import Libc, find_libc, find_main_arena, find_mp, foreign_allocators, is_libc, unnamed_libc
 from .lists import Tcache, bin_chunks, fastbin_chunks, read_tcache
 
 #: arenas followed along the ring at the most (glibc's default limit is 8 per core), and heaps per arena
@@ -21,6 +21,11 @@ MAX_ARENAS = 4096
 MAX_HEAPS = 1 << 16
 #: how far below a thread's TLS pointer its libc TLS variables (``tcache``, ``thread_arena``) are searched
 TLS_SPAN = 16 * 1024
+#: the architectures the profile lays glibc's structs out for, each with the register that is its threads' TLS
+#: pointer when the dump holds it (x86-64's ``fs_base``, in NT_PRSTATUS; an arm64 core's TPIDR_EL0 is in a note of
+#: its own, NT_ARM_TLS, and an i386 thread's TLS is a GDT segment (NT_386_TLS): not read, a thread's tcache is
+#: found there by its shape)
+ARCHES = {"x64": "fs_base", "arm64": None, "x86": None}
 MISSING_LIBC_DATA = ("libc's writable data (main_arena, mp_) is not in this dump, as in createdump's default heap "
                      "dump: the main arena's figures, glibc's totals and its count of mmapped chunks need a full "
                      "dump (createdump's full type, dotnet-dump collect, gdb's gcore, a kernel core)")
@@ -68,6 +73,8 @@ class NativeHeap:
     findings: Findings
     #: what the dump lacks, one sentence each
     missing: list = field(default_factory=list)
+    #: the bytes of the mmapped chunks' mappings before their headers (prev_size: alignment corrections)
+    mmapped_leads: int = 0
     warnings: list = field(default_factory=list)
 
     @property
@@ -82,22 +89,26 @@ def read_native_heap(dump, exclude=()) -> NativeHeap:
     if dump.format != "elf-core":
         raise NativeHeapNotFound("the Windows heap is not read yet: the native heap is read from Linux cores "
                                  "(glibc's malloc)")
-    if dump.arch != "x64":
-        raise NativeHeapNotFound(f"glibc's malloc is read from x64 cores; this core is {dump.arch}")
+    if dump.arch not in ARCHES:
+        raise NativeHeapNotFound(f"glibc's malloc is read from x64, arm64 and x86 cores; this core is {dump.arch}")
     foreign = foreign_allocators(dump)
-    libc = find_libc(dump)
-    if libc is None:
-        why = f"the process allocates with {', '.join(foreign)}, which is not read" if foreign else \
-            "no glibc among the core's mapped files (no NT_FILE note, or a static executable)"
-        raise NativeHeapNotFound(why)
-    chosen = for_version(libc.version)
-    candidates = [chosen] if chosen else ([] if libc.version else list(layouts()))
+    if foreign and not any(is_libc(m.path) for m in dump.file_mappings):
+        raise NativeHeapNotFound(f"the process allocates with {', '.join(foreign)}, which is not read")
+    libc = find_libc(dump) or unnamed_libc(dump)
+    chosen = for_version(libc.version, dump.arch)
+    candidates = [chosen] if chosen else ([] if libc.version else list(layouts(dump.arch)))
     if not candidates:
         raise NativeHeapNotFound(f"glibc {libc.version[0]}.{libc.version[1]} has no tcache (before 2.26): its "
                                  f"malloc is not read")
     best = None
     for layout in candidates:
-        heap = _read(dump, libc, layout, "version" if chosen else "shape", exclude)
+        try:
+            heap = _read(dump, libc, layout, "version" if chosen else "shape", exclude)
+        except NativeHeapNotFound:
+            if foreign:  # glibc's malloc was never used: the other one is the process's allocator
+                raise NativeHeapNotFound(f"the process allocates with {', '.join(foreign)}, which is not read "
+                                         f"(no glibc malloc state in the dump)") from None
+            raise
         if heap.main_arena is not None and not heap.findings.anomalies:
             best = heap
             break
@@ -122,11 +133,11 @@ def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str, exclude=()) 
     mp = None
     missing: list[str] = []
     if main is not None:
-        fields = _fields(memory, main, layout.arena)
+        fields = _fields(memory, main, layout.arena, word=layout.word)
         mp = find_mp(dump, libc, layout, fields["top"], fields["system_mem"])
         if mp is not None:
             par = _fields(memory, mp, layout.par, ints=("n_mmaps", "n_mmaps_max", "max_n_mmaps", "no_dyn_threshold",
-                                                        "hp_flags"))
+                                                        "hp_flags"), word=layout.word)
         addresses = _ring(memory, main, layout, findings)
     else:
         addresses = _arenas_by_heap_info(dump, layout)
@@ -144,10 +155,10 @@ def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str, exclude=()) 
     # no mmapped chunk lies in a file's mapping or in memory known to be something else (the GC heap)
     skip = sorted(heaps + [(s, e) for s, e in dump.file_backed_ranges()] + list(exclude))
     runs = [(r.start, r.end) for r in memory.iter_regions()]
-    ch.mmapped_chunks(memory, runs, skip, 4096, table, limit=1 << 24)
+    ch.mmapped_chunks(memory, runs, skip, 4096, table, limit=1 << 24, word=layout.word)
     found = sum(1 for st in table.state if st == ch.MMAPPED)
     if found < par.get("n_mmaps", 0) or not par:  # glibc's count not met, or not known (no mp_): every page
-        ch.mmapped_by_pages(memory, runs, skip, 4096, table, limit=1 << 24)
+        ch.mmapped_by_pages(memory, runs, skip, 4096, table, limit=1 << 24, word=layout.word)
     if not par:  # one line for what the dump lacks: the mmapped chunks' count is part of it
         note = "the mmapped chunks are found by their headers alone, with no count of glibc's to check them against"
         if missing:
@@ -163,7 +174,7 @@ def _read(dump, libc: Libc, layout: MallocLayout, layout_from: str, exclude=()) 
         setattr(table, name, None)
     del order
     heap = NativeHeap(libc, layout, layout_from, main, mp, par, arenas, [], findings=findings, missing=missing,
-                      **cols)
+                      mmapped_leads=table.mmapped_leads, **cols)
     _mark_free_lists(dump, heap)
     from ..util.allocator import release_freed
 
@@ -175,39 +186,53 @@ def _main_heap_from_tls(dump, layout: MallocLayout, arenas: list, table, finding
     """Without main_arena: the main (brk) heap, found by its first chunk, the main thread's tcache (the first
     block a process allocates) — through the main thread's TLS pointer, or at the start of a mapping — and walked
     to the end of the memory that holds it (its top is the chunk that reaches there)."""
-    memory = dump.memory
+    memory, w, header = dump.memory, layout.word, layout.chunk["header"]
     spans = [(s, e) for a in arenas for s, e in a.heaps]
     size = layout.tcache_chunk_size
     candidates = []
-    tp = dump.threads[0].register(dump.arch, "fs_base") if dump.threads else None
+    tp = _thread_pointer(dump, dump.threads[0]) if dump.threads else None
     if tp:
         data = memory.read_available(max(0, tp - TLS_SPAN), min(tp, TLS_SPAN))
-        candidates += [int(w) - 16 for w in np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")[::-1] if w > 16]
-    candidates += [r.start for r in memory.iter_regions()]
+        candidates += [int(v) - header for v in np.frombuffer(data[: len(data) // w * w], dtype=f"<u{w}")[::-1]
+                       if v > header]
+    candidates += [_first_chunk(r.start, layout) for r in memory.iter_regions()]
     for first in candidates:
         if any(s <= first < e for s, e in spans):
             continue
-        head = memory.try_read(first, 16)
-        if head is None or int.from_bytes(head[:8], "little") or int.from_bytes(head[8:], "little") != size | 1:
+        head = memory.try_read(first, header)
+        if head is None or int.from_bytes(head[:w], "little") or int.from_bytes(head[w:], "little") != size | 1:
             continue
         end = memory.mapped_end(first)
         main = Arena(len(arenas), 0, True, readable=False, threads=[dump.threads[0].id] if dump.threads else [])
         arenas.append(main)
         before = len(table)
-        ch.walk_heap(memory, first, end, None, main.index, table, findings, open_end=True)
+        ch.walk_heap(memory, first, end, None, main.index, table, findings, open_end=True, word=w)
         last = len(table) - 1
         main.heaps = [(first, table.address[last] + table.size[last] if last >= before else first)]
         return
 
 
-def _fields(memory, at: int, layout: dict, ints=()) -> dict:
+def _first_chunk(at: int, layout: MallocLayout) -> int:
+    """The first chunk at or after ``at``: where its user data (past the header) is aligned, as sysmalloc and
+    _int_new_arena correct the brk start and the end of a new arena's malloc_state."""
+    header, align = layout.chunk["header"], layout.chunk["alignment"]
+    return (at + header + align - 1) // align * align - header
+
+
+def _thread_pointer(dump, thread) -> int | None:
+    """The thread's TLS pointer (below which x86-64's glibc keeps its TLS variables), None where not read."""
+    name = ARCHES.get(dump.arch)
+    return thread.register(dump.arch, name) if name else None
+
+
+def _fields(memory, at: int, layout: dict, ints=(), word: int = 8) -> dict:
     size = layout.get("size") or layout.get("sizeof")
     data = memory.read_available(at, size)
     out = {}
     for name, off in layout.items():
-        if name in ("size", "sizeof") or off + 8 > len(data):
+        width = 4 if name in ints or name in ("mutex", "flags", "have_fastchunks") else word
+        if name in ("size", "sizeof") or off + width > len(data):
             continue
-        width = 4 if name in ints or name in ("mutex", "flags", "have_fastchunks") else 8
         out[name] = int.from_bytes(data[off : off + width], "little")
     return out
 
@@ -245,21 +270,22 @@ def _arena(memory, index: int, address: int, main: bool, layout: MallocLayout) -
     data = memory.try_read(address, layout.arena["size"])
     if data is None:
         return Arena(index, address, main, readable=False)
-    f = _fields(memory, address, layout.arena)
+    f = _fields(memory, address, layout.arena, word=layout.word)
     return Arena(index, address, main, f["top"], f["system_mem"], f["max_system_mem"], f["attached_threads"])
 
 
 def _walk_arena(memory, arena: Arena, layout: MallocLayout, par: dict, table, findings: Findings) -> None:
-    c, hi = layout.chunk, layout.heap_info
-    align = c["alignment"]
+    c, hi, w = layout.chunk, layout.heap_info, layout.word
     top_raw = memory.try_read_pointer(arena.top + c["size"]) if arena.top else None
     top_end = arena.top + (top_raw & ~7) if top_raw is not None else None
     if arena.main:
         base = par.get("sbrk_base")
         if base and top_end:
-            first = (base + align - 1) // align * align
             arena.heaps.append((base, top_end))
-            ch.walk_heap(memory, first, top_end, arena.top, arena.index, table, findings)
+            first = _first_chunk(base, layout)
+            if first > base:  # sysmalloc's correction of the brk start: part of system_mem, no chunk's
+                table.add(base, first - base, 0, ch.ARENA, arena.index)
+            ch.walk_heap(memory, first, top_end, arena.top, arena.index, table, findings, word=w)
         return
     hmax = c["heap_max_size"]
     h = arena.top & ~(hmax - 1) if arena.top else (arena.address - hi["sizeof"])
@@ -274,12 +300,12 @@ def _walk_arena(memory, arena: Arena, layout: MallocLayout, par: dict, table, fi
                                                          f"{arena.address:#x} (heap_info.ar_ptr {ar!r})")
             break
         if arena.address == h + hi["sizeof"]:
-            first = (arena.address + layout.arena["size"] + align - 1) // align * align
+            first = _first_chunk(arena.address + layout.arena["size"], layout)
         else:
             first = h + hi["sizeof"]
         arena.heaps.append((h, h + size))
         table.add(h, first - h, 0, ch.ARENA, arena.index)
-        ch.walk_heap(memory, first, h + size, top, arena.index, table, findings)
+        ch.walk_heap(memory, first, h + size, top, arena.index, table, findings, word=w)
         top = None
         h = memory.try_read_pointer(h + hi["prev"]) or 0
     arena.heaps.sort()
@@ -335,7 +361,7 @@ def _tcaches(dump, heap: NativeHeap, inside, position) -> list[Tcache]:
     found: dict[int, Tcache] = {}
     scratch = Findings()
     for thread in dump.threads:
-        tp = thread.register(dump.arch, "fs_base")
+        tp = _thread_pointer(dump, thread)
         if not tp:
             continue
         data = memory.read_available(max(0, tp - TLS_SPAN), min(tp, TLS_SPAN))
@@ -349,21 +375,22 @@ def _tcaches(dump, heap: NativeHeap, inside, position) -> list[Tcache]:
                 arenas[w].threads.append(thread.id)
                 arena_seen = True
                 continue
-            i = position(w - 16) if not tcache_seen else None
+            i = position(w - layout.chunk["header"]) if not tcache_seen else None
             if i is not None and int(heap.size[i]) == size and heap.state[i] == ch.IN_USE:
                 tc = found.get(w) or read_tcache(memory, w, layout, inside, scratch)
                 if tc is not None:
                     tc.thread = thread.id
                     found[w] = tc
                     tcache_seen = True
-    if not any(t.register(dump.arch, "fs_base") for t in dump.threads):
+    if not any(_thread_pointer(dump, t) for t in dump.threads):
         for i in np.flatnonzero((heap.size == size) & (heap.state == ch.IN_USE)):
-            w = int(heap.address[i]) + 16
+            w = int(heap.address[i]) + layout.chunk["header"]
             tc = read_tcache(memory, w, layout, inside, scratch)
             if tc is not None and tc.chunks:
                 found[w] = tc
         heap.missing.append("the dump has no thread registers: tcaches are found by their shape, without their "
-                            "threads")
+                            "threads" if ARCHES[dump.arch] else f"the TLS of an {dump.arch} core's threads is not "
+                            "read: tcaches are found by their shape, without their threads or arenas' threads")
     for tc in found.values():  # the lists once more, their faults now counted
         read_tcache(memory, tc.address, layout, inside, heap.findings)
     return sorted(found.values(), key=lambda t: t.address)

@@ -108,6 +108,7 @@ def size_classes(heap: NativeHeap, arena: int | None = None) -> list[dict]:
 def mmapped(heap: NativeHeap) -> dict:
     mask = heap.state == ch.MMAPPED
     out = _count(mask, heap.size)
+    out["bytes"] += heap.mmapped_leads  # the whole mappings, as glibc's mmapped_mem counts them
     if heap.mp is not None:
         out["glibc_count"] = heap.par.get("n_mmaps", 0)
         out["glibc_bytes"] = heap.par.get("mmapped_mem", 0)
@@ -121,7 +122,7 @@ def totals(heap: NativeHeap) -> dict:
             "in_use": _count(state == ch.IN_USE, size), "tcache": _count(state == ch.TCACHE, size),
             "fastbins": _count(state == ch.FASTBIN, size), "bins": _count(state == ch.BIN, size),
             "top_bytes": int(size[state == ch.TOP].sum()), "overhead_bytes": int(size[state == ch.ARENA].sum()),
-            "mmapped": _count(state == ch.MMAPPED, size)}
+            "mmapped": mmapped(heap)}
 
 
 def check(heap: NativeHeap) -> None:

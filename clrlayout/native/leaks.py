@@ -1,7 +1,7 @@
 """Which in-use native chunks nothing reaches (vmware/chap's "leaked"): the roots are every word of the process's
 memory outside the native heap (modules' writable data, other mappings; a thread's stack only from its stack
 pointer up) and every thread's registers; a chunk is reached when a root word or a word of a reached chunk points
-into it (its user data, interior pointers included, at an 8-byte boundary: a tagged value, odd, is not a pointer).
+into it (its user data, interior pointers included, at a word's boundary: a tagged value, odd, is not a pointer).
 ``outside``: address ranges whose words are not roots (the GC heap, whose live objects the caller gives as
 ``extra_roots`` instead).  All in numpy: the heap's words are read once, in windows, and the reach is a
 breadth-first walk over the chunk graph, a bounded number of edges at a time."""
@@ -25,9 +25,11 @@ class ChunkIndex:
         self._used = used  # 1 byte a chunk: whether a chunk found by address is one of the in-use ones
         self.rows = np.flatnonzero(used).astype(np.int32 if len(heap.state) < 2**31 else np.int64)
         self._heap = heap
+        self.header = heap.layout.chunk["header"]  #: a chunk's header: its user data starts past it
+        self.word = heap.layout.word
         #: the user data's bounds: no value outside them points into a chunk
         first, last = (int(self.rows[0]), int(self.rows[-1])) if len(self.rows) else (0, 0)
-        self.lo = int(heap.address[first]) + 16 if len(self.rows) else 0
+        self.lo = int(heap.address[first]) + self.header if len(self.rows) else 0
         self.hi = int(heap.address[last] + heap.size[last]) if len(self.rows) else 0
 
     def __len__(self) -> int:
@@ -35,8 +37,8 @@ class ChunkIndex:
 
     def lookup(self, values: np.ndarray) -> np.ndarray:
         """For each value, the index (into ``rows``) of the chunk whose user data it points into, else -1: the
-        chunk's own bytes, from 16 past its start to its end (the 8 of the next chunk's prev_size that
-        malloc_usable_size counts too are left out, as a pointer there is the allocator's pointer to the next
+        chunk's own bytes, from its header's end to its end (the word of the next chunk's prev_size that
+        malloc_usable_size counts too is left out, as a pointer there is the allocator's pointer to the next
         chunk: a bin's, the top)."""
         h = self._heap
         if not len(self.rows) or not len(values):
@@ -45,15 +47,16 @@ class ChunkIndex:
         ok = i >= 0
         ok[ok] = self._used[i[ok]]
         at = i[ok]
-        ok[ok] = (values[ok] >= h.address[at] + np.uint64(16)) & (values[ok] < h.address[at] + h.size[at])
+        ok[ok] = (values[ok] >= h.address[at] + np.uint64(self.header)) & (values[ok] < h.address[at] + h.size[at])
         k = np.full(len(values), -1, dtype=np.int64)
         k[ok] = np.searchsorted(self.rows, i[ok])
         return k
 
 
-def _words(memory, start: int, end: int):
-    """(addresses, values) of the aligned words of [start, end) the dump holds, a window at a time."""
-    start = (start + 7) & ~7
+def _words(memory, start: int, end: int, word: int = 8):
+    """(addresses, values) of the aligned words of [start, end) the dump holds, a window at a time (values as
+    64-bit numbers whatever the word)."""
+    start = (start + word - 1) & ~(word - 1)
     at = start
     while at < end:
         data = memory.read_available(at, min(WINDOW, end - at))
@@ -61,13 +64,14 @@ def _words(memory, start: int, end: int):
             region = memory.next_region(at)
             if region is None or region.start >= end:
                 return
-            at = max(region.start, at + 8) & ~7
+            at = (max(region.start, at + word) + word - 1) & ~(word - 1)
             continue
-        n = len(data) // 8
+        n = len(data) // word
         if not n:
             return
-        yield at + 8 * np.arange(n, dtype=np.uint64), np.frombuffer(data[: n * 8], dtype="<u8")
-        at += n * 8
+        values = np.frombuffer(data[: n * word], dtype=f"<u{word}")
+        yield at + word * np.arange(n, dtype=np.uint64), values.astype(np.uint64, copy=False)
+        at += n * word
 
 
 def _subtract(ranges, holes):
@@ -117,15 +121,15 @@ def reached(dump, heap: NativeHeap, outside=(), extra_roots: np.ndarray | None =
     level = np.zeros(n, dtype=np.uint8)
     if not n:
         return index, level
-    lo, hi = np.uint64(index.lo), np.uint64(index.hi)
+    lo, hi, word = np.uint64(index.lo), np.uint64(index.hi), np.uint64(index.word)
 
     def mark_roots(values):
-        values = values[(values >= lo) & (values < hi) & (values % np.uint64(8) == 0)]
+        values = values[(values >= lo) & (values < hi) & (values % word == 0)]
         k = index.lookup(values)
         level[k[k >= 0]] = 1
 
     for s, e in root_ranges(dump, heap, outside):
-        for _, values in _words(dump.memory, s, e):
+        for _, values in _words(dump.memory, s, e, index.word):
             mark_roots(values)
     for t in dump.threads:
         mark_roots(np.array(t.registers, dtype=np.uint64))
@@ -181,13 +185,13 @@ def _edges(dump, heap: NativeHeap, index: ChunkIndex) -> tuple[np.ndarray, np.nd
     """The chunk graph as rows: (starts, targets) — chunk k's edges are ``targets[starts[k]:starts[k + 1]]``, the
     chunks a word of its user data points into (int32 both where they fit: 4 bytes a chunk and an edge)."""
     srcs, dsts = [], []
-    lo, hi = np.uint64(index.lo), np.uint64(index.hi)
+    lo, hi, word = np.uint64(index.lo), np.uint64(index.hi), np.uint64(index.word)
     spans = [(s, e) for a in heap.arenas for s, e in a.heaps]
     mm = heap.state == ch.MMAPPED
     spans += [(int(a), int(a + s)) for a, s in zip(heap.address[mm], heap.size[mm])]
     for s, e in sorted(spans):
-        for addresses, values in _words(dump.memory, s, e):
-            keep = (values >= lo) & (values < hi) & (values % np.uint64(8) == 0)
+        for addresses, values in _words(dump.memory, s, e, index.word):
+            keep = (values >= lo) & (values < hi) & (values % word == 0)
             if not keep.any():
                 continue
             addresses, values = addresses[keep], values[keep]

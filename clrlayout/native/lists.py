@@ -37,11 +37,11 @@ def read_tcache(memory, struct_at: int, layout: MallocLayout, inside, findings: 
     data = memory.try_read(struct_at, t["size"])
     if data is None:
         return None
-    width = t["count_size"]
+    width, w = t["count_size"], layout.word
     result = Tcache(struct_at)
     for i in range(c["tcache_bins"]):
         count = int.from_bytes(data[t["counts"] + i * width : t["counts"] + (i + 1) * width], "little")
-        entry = int.from_bytes(data[t["entries"] + 8 * i : t["entries"] + 8 * i + 8], "little")
+        entry = int.from_bytes(data[t["entries"] + w * i : t["entries"] + w * (i + 1)], "little")
         if (count == 0) != (entry == 0):
             return None
         size = c["tcache_first"] + c["tcache_step"] * i
@@ -71,10 +71,10 @@ def fastbin_chunks(memory, arena: int, layout: MallocLayout, inside, findings: F
     out: dict[int, int] = {}
     for i in range(c["nfastbins"]):
         size = c["fastbin_first"] + c["fastbin_step"] * i
-        p = memory.try_read_pointer(arena + a["fastbins"] + 8 * i) or 0
+        p = memory.try_read_pointer(arena + a["fastbins"] + layout.word * i) or 0
         n = 0
         while p:
-            if p % c["alignment"] or not inside(p) or p in out or n >= MAX_LIST:
+            if (p + c["header"]) % c["alignment"] or not inside(p) or p in out or n >= MAX_LIST:
                 findings.add(FindingKind.NATIVE_BAD_LIST, p, f"fastbin {i} of the arena at {arena:#x} reaches "
                                                              f"{p:#x}: not a chunk of its heaps, or a loop")
                 break
@@ -96,11 +96,11 @@ def bin_chunks(memory, arena: int, layout: MallocLayout, inside, findings: Findi
     a, c = layout.arena, layout.chunk
     out: dict[int, tuple[int, int]] = {}
     for i in range(1, c["nbins"]):
-        home = arena + a["bins"] + 16 * (i - 1) - 16
+        home = arena + a["bins"] + c["header"] * (i - 1) - c["header"]  # bin_at: a chunk whose fd, bk are the bin's
         p = memory.try_read_pointer(home + c["fd"])
         n = 0
         while p is not None and p != home:
-            if p % c["alignment"] or not inside(p) or p in out or n >= MAX_LIST:
+            if (p + c["header"]) % c["alignment"] or not inside(p) or p in out or n >= MAX_LIST:
                 findings.add(FindingKind.NATIVE_BAD_LIST, p or home, f"bin {i} of the arena at {arena:#x} reaches "
                                                                      f"{p:#x}: not a chunk of its heaps, or a loop")
                 break

@@ -27,7 +27,7 @@ def candidate_words(memory, ranges, addresses: np.ndarray, aligned: np.ndarray, 
     lo, hi = np.uint64(index.lo), np.uint64(index.hi)
     ends = addresses + aligned.astype(np.uint64)
     for start, end in ranges:
-        for at, values in _words(memory, start, end):
+        for at, values in _words(memory, start, end, index.word):
             keep = (values >= lo) & (values < hi)
             if not keep.any():
                 continue

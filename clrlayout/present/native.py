@@ -52,7 +52,8 @@ def _cb(c: dict) -> str:
 
 
 def summary_lines(summary: dict, reach: dict | None = None) -> list[str]:
-    lines = [f"glibc {summary['version']} malloc ({summary['libc']}; layout {summary['layout']}, version from "
+    libc = summary["libc"] or "no mapped file is libc: its data found in the dump's memory"
+    lines = [f"glibc {summary['version']} malloc ({libc}; layout {summary['layout']}, version from "
              f"{summary['version_source']})"]
     rows = []
     for a in summary["arenas"]:

@@ -25,13 +25,21 @@ class NativeCore:
     mallinfo: dict
     #: malloc_info's per-heap totals, in its order (the ring of arenas from main_arena): {fast, rest, system}
     heaps: list
+    arch: str = "x64"
 
 
-def build(work: Path) -> Path:
+def build(work: Path, arch: str = "x64") -> Path:
+    """The target compiled for x86-64, i386 (gcc -m32: Debian's gcc-multilib) or arm64 (the cross compiler)."""
+    if arch == "arm64":
+        return build_cross(work, arch)
     cc = shutil.which("gcc") or shutil.which("cc")
     assert cc, "the native-heap tests need a C compiler (Debian: apt-get install gcc; .ci/run installs it)"
-    exe = work / "mallocs"
-    subprocess.run([cc, "-O1", "-pthread", "-o", str(exe), str(SOURCE)], check=True, timeout=TIMEOUT)
+    exe = work / ("mallocs" if arch == "x64" else f"mallocs-{arch}")
+    flags = ["-m32"] if arch == "x86" else []
+    run = subprocess.run([cc, *flags, "-O1", "-pthread", "-o", str(exe), str(SOURCE)], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert run.returncode == 0, f"{cc} {' '.join(flags)} failed (i386: apt-get install gcc-multilib; .ci/run " \
+        f"installs it): {run.stderr[-500:]}"
     return exe
 
 
@@ -48,6 +56,11 @@ def make_core(exe: Path, work: Path, threads: int = 4) -> NativeCore:
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+    return NativeCore(work / f"native.{pid}", exe, pid, *read_ledger(out))
+
+
+def read_ledger(out: Path) -> tuple[list, dict, list]:
+    """(blocks, mallinfo2, malloc_info's per-heap totals) the target wrote."""
     text = out.read_text()
     lines, xml = text.split("malloc_info:\n", 1)
     records = [json.loads(line) for line in lines.splitlines() if line.strip()]
@@ -59,7 +72,55 @@ def make_core(exe: Path, work: Path, threads: int = 4) -> NativeCore:
                  re.findall(r'<total type="(\w+)" count="(\d+)" size="(\d+)"/>', body)}
         system = int(re.search(r'<system type="current" size="(\d+)"/>', body).group(1))
         heaps.append({"fast": total["fast"], "rest": total["rest"], "system": system})
-    return NativeCore(work / f"native.{pid}", exe, pid, blocks, mallinfo, heaps)
+    return blocks, mallinfo, heaps
+
+
+#: the cross compiler, QEMU's user-mode emulator and the target's libc directory of each other architecture
+CROSS = {"arm64": ("aarch64-linux-gnu-gcc", "qemu-aarch64", "/usr/aarch64-linux-gnu")}
+
+
+def build_cross(work: Path, arch: str) -> Path:
+    cc, _, _ = CROSS[arch]
+    assert shutil.which(cc), f"the {arch} native-heap test needs {cc} (Debian: apt-get install gcc-aarch64-linux-gnu " \
+        "libc6-dev-arm64-cross qemu-user; .ci/run installs them)"
+    exe = work / f"mallocs-{arch}"
+    subprocess.run([cc, "-O1", "-pthread", "-o", str(exe), str(SOURCE)], check=True, timeout=TIMEOUT)
+    return exe
+
+
+def make_qemu_core(exe: Path, work: Path, arch: str, threads: int = 4) -> NativeCore:
+    """The target run by QEMU's user-mode emulator, dumped by QEMU itself (SIGQUIT: the guest's core, every
+    thread's NT_PRSTATUS and its memory, no NT_FILE note; the host's core of QEMU, which the kernel may write
+    beside it, is removed)."""
+    import resource
+
+    _, qemu, root = CROSS[arch]
+    assert shutil.which(qemu), f"the {arch} native-heap test runs its target with {qemu} (apt-get install qemu-user)"
+    run = work / f"run-{arch}"
+    run.mkdir()
+    out = run / "ledger.txt"
+
+    def unlimited_cores():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    proc = subprocess.Popen([qemu, "-L", root, str(exe), str(out), str(threads)], stdout=subprocess.PIPE, text=True,
+                            cwd=run, preexec_fn=unlimited_cores)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("ready "), line
+        pid = int(line.split()[1])
+        proc.send_signal(signal.SIGQUIT)
+        proc.wait(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    cores = sorted(run.glob(f"qemu_*_{pid}.core"))
+    assert cores, f"QEMU wrote no core of the target (in {run}: {sorted(p.name for p in run.iterdir())})"
+    for other in run.iterdir():
+        if other not in (cores[0], out):
+            other.unlink()
+    return NativeCore(cores[0], exe, pid, *read_ledger(out))
 
 
 GDB_SCRIPT = """
