@@ -26,6 +26,11 @@ PRSTATUS = {"x64": (32, 112 + 19 * 8, 8), "x86": (24, 72 + 15 * 4, 4), "arm64": 
             "arm": (24, 72 + 13 * 4, 4)}
 #: where pr_reg starts in NT_PRSTATUS
 PR_REG = {"x64": 112, "x86": 72, "arm64": 112, "arm": 72}
+#: registers in pr_reg where the names go on with one from a note of its own (the thread pointer)
+PR_REG_COUNT = {"x86": 17, "arm64": 34}
+#: the thread's TLS notes (linux/elf.h): NT_386_TLS, i386's GDT TLS entries (struct user_desc: entry_number,
+#: base_addr, limit, flags), the one ``gs`` selects being the thread's; NT_ARM_TLS, arm64's TPIDR_EL0 first
+NT_386_TLS, NT_ARM_TLS = 0x200, 0x401
 
 
 @dataclass
@@ -145,6 +150,8 @@ def _read(path: str, source, limits: Limits) -> DumpFile:
                     process_name = name.split(b"\0")[0].decode("utf-8", "replace") if isinstance(name, bytes) else None
                 elif kind == "NT_FILE":
                     modules, mappings = _modules_from_nt_file(r, note["n_desc"])
+                elif kind in (NT_386_TLS, NT_ARM_TLS) and threads and isinstance(note["n_desc"], bytes):
+                    threads[-1] = _with_thread_pointer(threads[-1], arch, kind, note["n_desc"])
                 elif note["n_name"] == NOTE_NAME.decode() and kind == NOTE_TYPE and isinstance(note["n_desc"], bytes):
                     redaction = decode(note["n_desc"])
     if not modules:
@@ -191,7 +198,7 @@ def _prstatus(desc, arch: str, little: bool) -> tuple[int, int | None, tuple[int
     order = "little" if little else "big"
     tid = int.from_bytes(desc[pid_at : pid_at + 4], order) if len(desc) >= pid_at + 4 else 0
     sp = int.from_bytes(desc[sp_at : sp_at + size], order) if len(desc) >= sp_at + size else None
-    regs_at, count = PR_REG[arch], len(REGISTER_NAMES.get(arch, ()))
+    regs_at, count = PR_REG[arch], PR_REG_COUNT.get(arch, len(REGISTER_NAMES.get(arch, ())))
     registers: tuple[int, ...] = ()
     if count and len(desc) >= regs_at + count * size:
         registers = tuple(int.from_bytes(desc[regs_at + i * size : regs_at + (i + 1) * size], order)
@@ -269,3 +276,21 @@ def _modules(mappings: list[FileMapping]) -> list[Module]:
             hi, j = mappings[j].end, j + 1
         modules.append(Module(path=path, base=lo, size=hi - lo))
     return sorted(modules, key=lambda m: m.base)
+
+
+def _with_thread_pointer(thread: tuple, arch: str, kind: int, desc: bytes) -> tuple:
+    """The thread (as :func:`_prstatus` gives it) with its TLS pointer after its NT_PRSTATUS registers, from the
+    TLS note that follows them: i386's ``gs_base`` (the base of the GDT entry its ``gs`` selects), arm64's
+    ``tpidr_el0``."""
+    tid, sp, registers = thread
+    if len(registers) != PR_REG_COUNT.get(arch):
+        return thread
+    if arch == "arm64" and kind == NT_ARM_TLS and len(desc) >= 8:
+        return tid, sp, registers + (int.from_bytes(desc[:8], "little"),)
+    if arch == "x86" and kind == NT_386_TLS:
+        entry = registers[REGISTER_NAMES["x86"].index("xgs")] >> 3
+        for at in range(0, len(desc) - 15, 16):
+            number, base = int.from_bytes(desc[at:at + 4], "little"), int.from_bytes(desc[at + 4:at + 8], "little")
+            if number == entry:
+                return tid, sp, registers + (base,)
+    return thread

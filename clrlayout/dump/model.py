@@ -70,8 +70,8 @@ REGISTER_NAMES = {
     "x64": ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi", "rdi",
             "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs"),
     "x86": ("ebx", "ecx", "edx", "esi", "edi", "ebp", "eax", "xds", "xes", "xfs", "xgs", "orig_eax", "eip", "xcs",
-            "eflags", "esp", "xss"),
-    "arm64": tuple(f"x{i}" for i in range(31)) + ("sp", "pc", "pstate"),
+            "eflags", "esp", "xss", "gs_base"),  # gs_base: from NT_386_TLS, where the core has it
+    "arm64": tuple(f"x{i}" for i in range(31)) + ("sp", "pc", "pstate", "tpidr_el0"),  # from NT_ARM_TLS
 }
 
 

@@ -22,10 +22,13 @@ MAX_HEAPS = 1 << 16
 #: how far below a thread's TLS pointer its libc TLS variables (``tcache``, ``thread_arena``) are searched
 TLS_SPAN = 16 * 1024
 #: the architectures the profile lays glibc's structs out for, each with the register that is its threads' TLS
-#: pointer when the dump holds it (x86-64's ``fs_base``, in NT_PRSTATUS; an arm64 core's TPIDR_EL0 is in a note of
-#: its own, NT_ARM_TLS, and an i386 thread's TLS is a GDT segment (NT_386_TLS): not read, a thread's tcache is
-#: found there by its shape)
-ARCHES = {"x64": "fs_base", "arm64": None, "x86": None}
+#: pointer when the dump holds it: x86-64's ``fs_base`` (in NT_PRSTATUS), arm64's TPIDR_EL0 (NT_ARM_TLS), the base
+#: of the GDT entry i386's ``gs`` selects (NT_386_TLS).  A core without them (gcore's of i386, QEMU's): a thread's
+#: tcache is found by its shape
+ARCHES = {"x64": "fs_base", "arm64": "tpidr_el0", "x86": "gs_base"}
+#: where a thread's static TLS blocks (libc's among them) lie from its thread pointer: below it (TLS variant II,
+#: x86-64 and i386: the pointer is the TCB's, at the end), or above it (variant I, arm64: past a 16-byte TCB)
+TLS_ABOVE = {"arm64"}
 MISSING_LIBC_DATA = ("libc's writable data (main_arena, mp_) is not in this dump, as in createdump's default heap "
                      "dump: the main arena's figures, glibc's totals and its count of mmapped chunks need a full "
                      "dump (createdump's full type, dotnet-dump collect, gdb's gcore, a kernel core)")
@@ -192,9 +195,7 @@ def _main_heap_from_tls(dump, layout: MallocLayout, arenas: list, table, finding
     candidates = []
     tp = _thread_pointer(dump, dump.threads[0]) if dump.threads else None
     if tp:
-        data = memory.read_available(max(0, tp - TLS_SPAN), min(tp, TLS_SPAN))
-        candidates += [int(v) - header for v in np.frombuffer(data[: len(data) // w * w], dtype=f"<u{w}")[::-1]
-                       if v > header]
+        candidates += [v - header for v in _tls_words(dump, tp, w) if v > header]
     candidates += [_first_chunk(r.start, layout) for r in memory.iter_regions()]
     for first in candidates:
         if any(s <= first < e for s, e in spans):
@@ -217,6 +218,18 @@ def _first_chunk(at: int, layout: MallocLayout) -> int:
     _int_new_arena correct the brk start and the end of a new arena's malloc_state."""
     header, align = layout.chunk["header"], layout.chunk["alignment"]
     return (at + header + align - 1) // align * align - header
+
+
+def _tls_words(dump, tp: int, word: int) -> list[int]:
+    """The words of a thread's static TLS, nearest its thread pointer first (another thread's TLS may lie
+    further on)."""
+    if dump.arch in TLS_ABOVE:
+        data = dump.memory.read_available(tp, TLS_SPAN)
+    else:  # from the start of the memory that holds the pointer, when that is nearer than the span
+        start = max(tp - TLS_SPAN, dump.memory.mapped_start(max(tp - 1, 0)), 0)
+        data = dump.memory.read_available(start, tp - start)
+    words = np.frombuffer(data[: len(data) // word * word], dtype=f"<u{word}").tolist()
+    return words if dump.arch in TLS_ABOVE else words[::-1]
 
 
 def _thread_pointer(dump, thread) -> int | None:
@@ -352,9 +365,9 @@ def _mark_free_lists(dump, heap: NativeHeap) -> None:
 
 
 def _tcaches(dump, heap: NativeHeap, inside, position) -> list[Tcache]:
-    """Each thread's tcache, from the ``tcache`` pointer among its libc TLS variables (below its thread pointer),
-    its arena from ``thread_arena`` beside it; without thread registers, every chunk of the tcache struct's size
-    whose counts and lists are a tcache's and hold something."""
+    """Each thread's tcache, from the ``tcache`` pointer among its libc TLS variables (by its thread pointer), its
+    arena from ``thread_arena`` beside it; without the threads' TLS pointers, every chunk of the tcache struct's
+    size whose counts and lists are a tcache's and hold something."""
     layout, memory = heap.layout, dump.memory
     size = layout.tcache_chunk_size
     arenas = {a.address: a for a in heap.arenas}
@@ -364,11 +377,8 @@ def _tcaches(dump, heap: NativeHeap, inside, position) -> list[Tcache]:
         tp = _thread_pointer(dump, thread)
         if not tp:
             continue
-        data = memory.read_available(max(0, tp - TLS_SPAN), min(tp, TLS_SPAN))
-        words = np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")
         arena_seen = tcache_seen = False
-        for w in words[::-1]:  # nearest the thread pointer first: another thread's TLS may lie further below
-            w = int(w)
+        for w in _tls_words(dump, tp, layout.word):
             if not w or (arena_seen and tcache_seen):
                 continue
             if w in arenas and not arena_seen:
@@ -388,9 +398,8 @@ def _tcaches(dump, heap: NativeHeap, inside, position) -> list[Tcache]:
             tc = read_tcache(memory, w, layout, inside, scratch)
             if tc is not None and tc.chunks:
                 found[w] = tc
-        heap.missing.append("the dump has no thread registers: tcaches are found by their shape, without their "
-                            "threads" if ARCHES[dump.arch] else f"the TLS of an {dump.arch} core's threads is not "
-                            "read: tcaches are found by their shape, without their threads or arenas' threads")
+        heap.missing.append(f"the dump has no thread's TLS pointer ({ARCHES[dump.arch]}): tcaches are found by "
+                            "their shape, without their threads or the arenas' threads")
     for tc in found.values():  # the lists once more, their faults now counted
         read_tcache(memory, tc.address, layout, inside, heap.findings)
     return sorted(found.values(), key=lambda t: t.address)

@@ -83,7 +83,9 @@ def test_tcache_fastbins_and_bins_hold_every_kind(view, core):
     states = {STATES[s]: int(n) for s, n in enumerate(np.bincount(view.heap.state, minlength=len(STATES)))}
     assert states["tcache"] > 0 and states["fastbin"] > 0 and states["bin"] > 0 and states["mmapped"] == 12
     threads = sorted(t.thread for t in view.heap.tcaches)
-    assert threads == sorted(t.id for t in open_dump(str(core.path)).threads)  # one tcache per thread, each named
+    dump = open_dump(str(core.path))
+    assert threads == sorted(t.id for t in dump.threads)  # one tcache per thread, each named
+    assert {t.id: t.register("x64", "fs_base") for t in dump.threads} == core.thread_pointers  # as each read it
     assert all(len(a.threads) == 1 for a in view.heap.arenas)
 
 

@@ -25,7 +25,11 @@ class NativeCore:
     mallinfo: dict
     #: malloc_info's per-heap totals, in its order (the ring of arenas from main_arena): {fast, rest, system}
     heaps: list
+    #: OS thread id -> the thread's TLS pointer, as the thread itself read it
+    thread_pointers: dict
     arch: str = "x64"
+    #: whether the core holds the threads' TLS pointers
+    tls: bool = True
 
 
 def build(work: Path, arch: str = "x64") -> Path:
@@ -38,7 +42,7 @@ def build(work: Path, arch: str = "x64") -> Path:
     flags = ["-m32"] if arch == "x86" else []
     run = subprocess.run([cc, *flags, "-O1", "-pthread", "-o", str(exe), str(SOURCE)], capture_output=True, text=True,
                          timeout=TIMEOUT)
-    assert run.returncode == 0, f"{cc} {' '.join(flags)} failed (i386: apt-get install gcc-multilib; .ci/run " \
+    assert run.returncode == 0, f"{cc} {' '.join(flags)} failed (i386: apt-get install gcc-N-multilib, N gcc's version; .ci/run " \
         f"installs it): {run.stderr[-500:]}"
     return exe
 
@@ -59,8 +63,8 @@ def make_core(exe: Path, work: Path, threads: int = 4) -> NativeCore:
     return NativeCore(work / f"native.{pid}", exe, pid, *read_ledger(out))
 
 
-def read_ledger(out: Path) -> tuple[list, dict, list]:
-    """(blocks, mallinfo2, malloc_info's per-heap totals) the target wrote."""
+def read_ledger(out: Path) -> tuple[list, dict, list, dict]:
+    """(blocks, mallinfo2, malloc_info's per-heap totals, OS thread id -> its TLS pointer) the target wrote."""
     text = out.read_text()
     lines, xml = text.split("malloc_info:\n", 1)
     records = [json.loads(line) for line in lines.splitlines() if line.strip()]
@@ -72,7 +76,8 @@ def read_ledger(out: Path) -> tuple[list, dict, list]:
                  re.findall(r'<total type="(\w+)" count="(\d+)" size="(\d+)"/>', body)}
         system = int(re.search(r'<system type="current" size="(\d+)"/>', body).group(1))
         heaps.append({"fast": total["fast"], "rest": total["rest"], "system": system})
-    return blocks, mallinfo, heaps
+    pointers = {r["tid"]: r["thread_pointer"] for r in records if "thread_pointer" in r}
+    return blocks, mallinfo, heaps, pointers
 
 
 #: the cross compiler, QEMU's user-mode emulator and the target's libc directory of each other architecture
@@ -86,6 +91,36 @@ def build_cross(work: Path, arch: str) -> Path:
     exe = work / f"mallocs-{arch}"
     subprocess.run([cc, "-O1", "-pthread", "-o", str(exe), str(SOURCE)], check=True, timeout=TIMEOUT)
     return exe
+
+
+def make_kernel_core(exe: Path, work: Path, threads: int = 4) -> NativeCore:
+    """The target dumped by the kernel (SIGQUIT; core_pattern as Debian's: ``core`` in its folder): a crash dump
+    with every thread's TLS note (NT_386_TLS for an i386 process), which gdb's gcore does not write."""
+    import resource
+
+    run = work / "run-kernel"
+    run.mkdir()
+    out = run / "ledger.txt"
+
+    def cores():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)  # a background job's children inherit it ignored
+
+    proc = subprocess.Popen([str(exe), str(out), str(threads)], stdout=subprocess.PIPE, text=True, cwd=run,
+                            preexec_fn=cores)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("ready "), line
+        pid = int(line.split()[1])
+        proc.send_signal(signal.SIGQUIT)
+        proc.wait(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    written = sorted(run.glob("core*"))
+    assert written, f"no kernel core in {run} (core_pattern {Path('/proc/sys/kernel/core_pattern').read_text()!r})"
+    return NativeCore(written[0], exe, pid, *read_ledger(out))
 
 
 def make_qemu_core(exe: Path, work: Path, arch: str, threads: int = 4) -> NativeCore:

@@ -8,6 +8,7 @@
  * mmapped chunks, leak blocks (no pointer left anywhere) and hold blocks only through other blocks (a list whose head
  * is a global) or only from their stack.  The process then writes to OUT, a JSON Lines file:
  *   {"block": ADDRESS, "usable": malloc_usable_size, "state": "live"|"freed"|"leaked"|"held"|"stack", "thread": N}
+ *   {"thread": N, "tid": OS THREAD ID, "thread_pointer": ADDRESS}   (each thread's TLS pointer: its TCB)
  *   {"mallinfo2": {the ten fields}}
  *   malloc_info:
  *   the XML malloc_info(0) prints, to the end of the file
@@ -32,6 +33,14 @@ static uintptr_t ledger[MAX_BLOCKS];  /* the pointer (inverted once written when
 static size_t usable[MAX_BLOCKS];
 static int state[MAX_BLOCKS], owner_thread[MAX_BLOCKS];
 static int n_blocks;
+static uintptr_t thread_pointers[64];
+static long tids[64];
+
+static void note_thread(int t)
+{
+    thread_pointers[t] = (uintptr_t)__builtin_thread_pointer();
+    tids[t] = gettid();
+}
 static pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t allocated, measured;
 static FILE *out;
@@ -154,6 +163,7 @@ static void *work(void *arg)
         for (long i = 0; i < extra; i++)
             extras[t][i] = malloc(16 + 16 * (i % 8));
     }
+    note_thread(t);
     pthread_barrier_wait(&allocated);
     pthread_barrier_wait(&measured);
     for (;;)
@@ -205,10 +215,14 @@ int main(int argc, char **argv)
             *(void *volatile *)&p[i] = NULL;
         }
     }
+    note_thread(0);
     pthread_barrier_wait(&allocated);
     for (int i = 0; i < n_blocks; i++)
         fprintf(out, "{\"block\": %lu, \"usable\": %zu, \"state\": \"%s\", \"thread\": %d}\n",
                 (unsigned long)ledger[i], usable[i], STATES[state[i]], owner_thread[i]);
+    for (int t = 0; t <= threads; t++)
+        fprintf(out, "{\"thread\": %d, \"tid\": %ld, \"thread_pointer\": %lu}\n", t, tids[t],
+                (unsigned long)thread_pointers[t]);
     for (int i = 0; i < n_blocks; i++)
         if (state[i] != LIVE)  /* only the live list, the lists' heads and the stacks hold the others */
             ledger[i] = ~ledger[i];
