@@ -46,6 +46,7 @@ class Metadata:
         self._tables = tables
         self._enclosing: dict[int, int] | None = None
         self._by_name: dict[str, int] | None = None
+        self._method_starts: list[int] | None = None
         self.assembly_name = self._assembly_name()
 
     def _assembly_name(self) -> str | None:
@@ -125,6 +126,21 @@ class Metadata:
             return str(row.Name)
         except Exception:  # a damaged string heap
             return None
+
+    def method_owner(self, rid: int) -> int | None:
+        """The TypeDef (its RID) whose method list holds MethodDef row ``rid``, None when no type's does."""
+        if self._method_starts is None:
+            starts = []
+            for i in range(1, self.type_count + 1):
+                row = self._row(i)
+                starts.append(row.struct.MethodList_Index if row is not None else 0)
+            self._method_starts = starts
+        methods = getattr(self._tables, "MethodDef", None)
+        if methods is None or not 1 <= rid <= methods.num_rows:
+            return None
+        import bisect
+
+        return bisect.bisect_right(self._method_starts, rid) or None  # the last type whose list starts by it
 
     def field(self, rid: int) -> tuple[str, bytes] | None:
         """The name and the signature blob of Field row ``rid`` (None when it is not there)."""

@@ -243,6 +243,38 @@ def test_a_dotnet_process_s_mallinfo_is_glibcs(owners_made, capsys):
         assert data["mallinfo"] is None and "createdump's full type" in stderr
 
 
+def test_pe_names_every_frame_as_the_dac_does(owners_made, capsys):
+    """The exception the main thread holds in flight, thrown five calls deep: `pe ADDRESS` names every frame of
+    its stack trace through the frame's MethodDesc (the layout of the runtime's contract descriptor on .NET 10,
+    formats/type-system.toml's before), as the DAC's GetMethodDescName names it up to the parameter list."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import runtimes
+
+    from clrlayout.session import open_session
+
+    raw = owners_made[0]
+    with open_session(str(raw)) as session:
+        version = session.runtime.version  # the runtime whose DAC names the frames
+    code, stdout, stderr = run_cli(capsys, "dump", str(raw), "--type", "System.InvalidOperationException",
+                                   "--format", "jsonl", "-q")
+    assert code == 0, stderr
+    (thrown,) = [json.loads(line)["address"] for line in stdout.splitlines()]
+    code, stdout, stderr = run_cli(capsys, "pe", str(raw), thrown, "--format", "json")
+    assert code == 0, stderr
+    (e,) = json.loads(stdout)["exceptions"]
+    frames = e["frames"]
+    assert [f["method"] for f in frames] == ["Program.Raise"] + ["Program.Through"] * 3 + ["Program.Main"]
+    oracle = Path(__file__).resolve().parents[1] / "support" / "dac_oracle.py"
+    r = subprocess.run([sys.executable, str(oracle), str(raw), str(runtimes.get(version).dac), "--method-names",
+                        ",".join(f["method_desc"] for f in frames)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    names = json.loads(r.stdout)["method_names"]
+    assert [f["method"] for f in frames] == [names[f["method_desc"]].split("(")[0] for f in frames]
+
+
 def test_owners_are_the_objects_that_hold_each_block(owners_core, capsys):
     from clrlayout.model.native import open_native
 

@@ -53,6 +53,21 @@ sealed class BlockHandle : SafeHandle
 
 static class Program
 {
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Raise(string message)
+    {
+        throw new InvalidOperationException(message);
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Through(int depth)
+    {
+        if (depth > 1)
+            Through(depth - 1);
+        else
+            Raise("nativeowners: in flight");
+    }
+
     [DllImport("libc.so.6", EntryPoint = "malloc_usable_size")]
     static extern UIntPtr UsableSize(IntPtr block);
 
@@ -248,7 +263,7 @@ static class Program
         Measure();  // once before it counts: the P/Invoke's own first-call setup allocates
         try
         {
-            throw new InvalidOperationException("nativeowners: in flight");
+            Through(3);  // three frames deep: the stack trace names each (clrlayout pe)
         }
         catch (InvalidOperationException)
         {
