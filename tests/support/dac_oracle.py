@@ -182,16 +182,17 @@ SOS6 = {"GetMethodTableCollectibleData": 3}
 SOS14 = {"GetStaticBaseAddress": 3}
 
 
+#: what DacpDomainLocalModuleData and DacpThreadLocalModuleData hold after their two inputs
+_STATICS_BLOCKS = [("ClassData", CLRDATA_ADDRESS), ("DynamicClassTable", CLRDATA_ADDRESS),
+                   ("GCStaticDataStart", CLRDATA_ADDRESS), ("NonGCStaticDataStart", CLRDATA_ADDRESS)]
+
+
 class DomainLocalModuleData(ctypes.Structure):
-    _fields_ = [("AppDomainAddr", CLRDATA_ADDRESS), ("ModuleID", c_uint64), ("ClassData", CLRDATA_ADDRESS),
-                ("DynamicClassTable", CLRDATA_ADDRESS), ("GCStaticDataStart", CLRDATA_ADDRESS),
-                ("NonGCStaticDataStart", CLRDATA_ADDRESS)]
+    _fields_ = [("AppDomainAddr", CLRDATA_ADDRESS), ("ModuleID", c_uint64), *_STATICS_BLOCKS]
 
 
 class ThreadLocalModuleData(ctypes.Structure):
-    _fields_ = [("ThreadAddr", CLRDATA_ADDRESS), ("ModuleIndex", c_uint64), ("ClassData", CLRDATA_ADDRESS),
-                ("DynamicClassTable", CLRDATA_ADDRESS), ("GCStaticDataStart", CLRDATA_ADDRESS),
-                ("NonGCStaticDataStart", CLRDATA_ADDRESS)]
+    _fields_ = [("ThreadAddr", CLRDATA_ADDRESS), ("ModuleIndex", c_uint64), *_STATICS_BLOCKS]
 
 
 class ModuleData(ctypes.Structure):
@@ -862,27 +863,18 @@ def thread_statics(o: "Oracle", mts) -> dict:
         if module is not None:
             index[str(mt)] = module.ModuleIndex
     blocks = []
-    store = o._get("GetThreadStoreData", ThreadStoreData)
-    thread, seen = (store.FirstThread if store else 0), set()
-    while thread and thread not in seen:
-        seen.add(thread)
-        t = o._get("GetThreadData", ThreadData, thread)
-        if t is None:
-            break
+    for thread, t in _managed_threads(o):
         for i in sorted(set(index.values())):
             tlm = ThreadLocalModuleData()
             if o.sos.call("GetThreadLocalModuleData", c_uint64(thread), c_uint32(i), byref(tlm),
                           argtypes=[c_uint64, c_uint32, c_void_p]) == S_OK:
                 blocks.append({"thread": t.OSThreadId, "index": i, "gc": tlm.GCStaticDataStart,
                                "nongc": tlm.NonGCStaticDataStart})
-        thread = t.NextThread
     return {"module_index": index, "blocks": blocks}
 
 
-def stack_references(o: "Oracle") -> list:
-    """{"thread", "address", "object", "flags"} of every stack reference ISOSDacInterface::GetStackReferences
-    gives for each managed thread (precise: the JIT's GC info after unwinding from the core's registers)."""
-    found = []
+def _managed_threads(o: Oracle):
+    """(address, ThreadData) of each thread of the runtime's thread store, in its order."""
     store = o._get("GetThreadStoreData", ThreadStoreData)
     thread, seen = (store.FirstThread if store else 0), set()
     while thread and thread not in seen:
@@ -890,6 +882,15 @@ def stack_references(o: "Oracle") -> list:
         t = o._get("GetThreadData", ThreadData, thread)
         if t is None:
             break
+        yield thread, t
+        thread = t.NextThread
+
+
+def stack_references(o: "Oracle") -> list:
+    """{"thread", "address", "object", "flags"} of every stack reference ISOSDacInterface::GetStackReferences
+    gives for each managed thread (precise: the JIT's GC info after unwinding from the core's registers)."""
+    found = []
+    for _, t in _managed_threads(o):
         out = c_void_p()
         if t.OSThreadId and o.sos.call("GetStackReferences", c_uint32(t.OSThreadId), byref(out),
                                       argtypes=[c_uint32, c_void_p]) == S_OK and out.value:
@@ -902,24 +903,15 @@ def stack_references(o: "Oracle") -> list:
                           for r in batch[: got.value]]
                 if got.value < 64 or hr not in (S_OK, 1):
                     break
-        thread = t.NextThread
     return found
 
 
 def threads(o: Oracle) -> dict:
     """The runtime's thread list as ISOSDacInterface::GetThreadStoreData / GetThreadData give it."""
     store = o._get("GetThreadStoreData", ThreadStoreData)
-    out, seen = [], set()
-    thread = store.FirstThread if store else 0
-    while thread and thread not in seen:
-        seen.add(thread)
-        t = o._get("GetThreadData", ThreadData, thread)
-        if t is None:
-            break
-        out.append({"address": thread, "managed_id": t.ManagedThreadId, "os_id": t.OSThreadId, "state": t.State,
-                    "preemptive_gc_disabled": t.PreemptiveGCDisabled, "frame": t.Frame, "lock_count": t.LockCount,
-                    "last_thrown_handle": t.LastThrownObjectHandle})
-        thread = t.NextThread
+    out = [{"address": thread, "managed_id": t.ManagedThreadId, "os_id": t.OSThreadId, "state": t.State,
+            "preemptive_gc_disabled": t.PreemptiveGCDisabled, "frame": t.Frame, "lock_count": t.LockCount,
+            "last_thrown_handle": t.LastThrownObjectHandle} for thread, t in _managed_threads(o)]
     return {"threads": out, "count": store.ThreadCount if store else None,
             "background": store.BackgroundThreadCount if store else None,
             "finalizer": store.FinalizerThread if store else None, "gc": store.GCThread if store else None}

@@ -93,21 +93,18 @@ def build_cross(work: Path, arch: str) -> Path:
     return exe
 
 
-def make_kernel_core(exe: Path, work: Path, threads: int = 4) -> NativeCore:
-    """The target dumped by the kernel (SIGQUIT; core_pattern as Debian's: ``core`` in its folder): a crash dump
-    with every thread's TLS note (NT_386_TLS for an i386 process), which gdb's gcore does not write."""
+def _dumped_on_sigquit(command: list, run: Path, out: Path, pattern: str) -> tuple[Path, int]:
+    """Runs the target in ``run`` until it is ready, then SIGQUIT: (the core its dumper wrote there, matching
+    ``pattern`` with the pid, and the pid).  Any other file the signal left there (the kernel's core of QEMU) is
+    removed."""
     import resource
-
-    run = work / "run-kernel"
-    run.mkdir()
-    out = run / "ledger.txt"
 
     def cores():
         resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)  # a background job's children inherit it ignored
 
-    proc = subprocess.Popen([str(exe), str(out), str(threads)], stdout=subprocess.PIPE, text=True, cwd=run,
-                            preexec_fn=cores)
+    run.mkdir()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=run, preexec_fn=cores)
     try:
         line = proc.stdout.readline()
         assert line.startswith("ready "), line
@@ -118,44 +115,34 @@ def make_kernel_core(exe: Path, work: Path, threads: int = 4) -> NativeCore:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    written = sorted(run.glob("core*"))
-    assert written, f"no kernel core in {run} (core_pattern {Path('/proc/sys/kernel/core_pattern').read_text()!r})"
-    return NativeCore(written[0], exe, pid, *read_ledger(out))
+    written = sorted(run.glob(pattern.format(pid=pid)))
+    assert written, f"no core of the target in {run} ({sorted(p.name for p in run.iterdir())}; core_pattern " \
+        f"{Path('/proc/sys/kernel/core_pattern').read_text()!r})"
+    for other in run.iterdir():
+        if other not in (written[0], out):
+            other.unlink()
+    return written[0], pid
+
+
+def make_kernel_core(exe: Path, work: Path, threads: int = 4) -> NativeCore:
+    """The target dumped by the kernel (SIGQUIT; core_pattern as Debian's: ``core`` in its folder): a crash dump
+    with every thread's TLS note (NT_386_TLS for an i386 process), which gdb's gcore does not write."""
+    run = work / "run-kernel"
+    out = run / "ledger.txt"
+    core, pid = _dumped_on_sigquit([str(exe), str(out), str(threads)], run, out, "core*")
+    return NativeCore(core, exe, pid, *read_ledger(out))
 
 
 def make_qemu_core(exe: Path, work: Path, arch: str, threads: int = 4) -> NativeCore:
     """The target run by QEMU's user-mode emulator, dumped by QEMU itself (SIGQUIT: the guest's core, every
-    thread's NT_PRSTATUS and its memory, no NT_FILE note; the host's core of QEMU, which the kernel may write
-    beside it, is removed)."""
-    import resource
-
+    thread's NT_PRSTATUS and its memory, no NT_FILE note)."""
     _, qemu, root = CROSS[arch]
     assert shutil.which(qemu), f"the {arch} native-heap test runs its target with {qemu} (apt-get install qemu-user)"
     run = work / f"run-{arch}"
-    run.mkdir()
     out = run / "ledger.txt"
-
-    def unlimited_cores():
-        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-
-    proc = subprocess.Popen([qemu, "-L", root, str(exe), str(out), str(threads)], stdout=subprocess.PIPE, text=True,
-                            cwd=run, preexec_fn=unlimited_cores)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("ready "), line
-        pid = int(line.split()[1])
-        proc.send_signal(signal.SIGQUIT)
-        proc.wait(timeout=TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    cores = sorted(run.glob(f"qemu_*_{pid}.core"))
-    assert cores, f"QEMU wrote no core of the target (in {run}: {sorted(p.name for p in run.iterdir())})"
-    for other in run.iterdir():
-        if other not in (cores[0], out):
-            other.unlink()
-    return NativeCore(cores[0], exe, pid, *read_ledger(out))
+    core, pid = _dumped_on_sigquit([qemu, "-L", root, str(exe), str(out), str(threads)], run, out,
+                                   "qemu_*_{pid}.core")
+    return NativeCore(core, exe, pid, *read_ledger(out))
 
 
 GDB_SCRIPT = """
