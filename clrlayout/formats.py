@@ -45,7 +45,7 @@ SCHEMAS: dict[str, dict] = {
     "runtime-bookkeeping": {"block": TABLE, "allocator": TABLE},
     "allocator": {"arch": TABLE, "layouts": (TABLES, ("versions", "malloc_state", "malloc_par", "heap_info",
                                                        "tcache_counts"))},
-    "thread-state": {"flags": TABLE},
+    "thread-state": {"flags": TABLE, "layouts": (TABLES, ("versions", "Thread", "ThreadStore"))},
 }
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 class ThreadsNotFound(ClrLayoutError):
-    """The runtime's thread list cannot be read from this dump (no contract descriptor before .NET 9)."""
+    """The runtime's thread list cannot be read from this dump (neither a contract descriptor nor a Thread layout)."""
 
     code = "threads-not-found"
     exit_code = ExitCode.NO_RUNTIME
@@ -54,19 +54,31 @@ def managed_threads(session: Session) -> list[ThreadInfo]:
         session: the engine over the dump.
 
     Raises:
-        ThreadsNotFound: the runtime's thread list cannot be read (no contract descriptor before .NET 9).
+        ThreadsNotFound: the runtime's thread list cannot be read (no contract descriptor, and no Thread layout in
+            formats/thread-state.toml for this runtime, or one its threads do not fit).
     """
+    from ..runtime.threadstore import layout_for, threads_by_layout
     from ..runtime.threadstore import managed_threads as read
+    from .heap import Heap
 
     version = session.runtime.version_tuple
-    contract = session.contract if session.runtime.flavor == "coreclr" and version and version >= (9,) else None
-    found = read(session.dump.memory, contract)
+    coreclr = session.runtime.flavor == "coreclr"
+    contract = session.contract if coreclr and version and version >= (9,) else None
+    layout = layout_for(version, session.dump.os) if coreclr and contract is None else None
+    heap = Heap(session)
+    if layout is not None and session.heap.exact:
+        known = {}
+        for o in session.objects_named("System.Threading.Thread"):
+            fields = heap._object(o).fields
+            native, managed_id = fields.get("_DONT_USE_InternalThread"), fields.get("_managedThreadId")
+            if isinstance(native, int) and native and isinstance(managed_id, int):
+                known[native] = (managed_id, o.address)
+        found = threads_by_layout(session.dump.memory, layout, known)
+    else:
+        found = read(session.dump.memory, contract)
     if isinstance(found, str):
         raise ThreadsNotFound(found + (f" (this runtime: {session.runtime.flavor} {session.runtime.version})"
                                        if contract is None else ""))
-    from .heap import Heap
-
-    heap = Heap(session)
     space = session.dump.memory
     out = []
     for t in found:

@@ -1,7 +1,8 @@
-"""The runtime's managed threads (.NET 9+): its ``ThreadStore`` list, each ``Thread``'s fields at the offsets the
-contract descriptor gives (dotnet/runtime docs/design/datacontracts/Thread.md), the state bits named from
-``formats/thread-state.toml``.  Before .NET 9 the runtime publishes no descriptor: the layout of its Thread class
-is not known without the DAC, and :func:`managed_threads` says so."""
+"""The runtime's managed threads: its ``ThreadStore`` list, each ``Thread``'s fields at the offsets the contract
+descriptor gives (.NET 9+: dotnet/runtime docs/design/datacontracts/Thread.md), the state bits named from
+``formats/thread-state.toml``.  Before .NET 9 the runtime publishes no descriptor: the offsets are that file's
+``[[layouts]]`` for the version, used only once the dump's own threads fit them (:func:`threads_by_layout`), and
+the ThreadStore is found by the tail of its list, which the managed Thread objects' native Threads lead to."""
 
 from __future__ import annotations
 
@@ -44,13 +45,13 @@ def state_flags() -> dict[str, int]:
 def managed_threads(space, contract) -> list[ManagedThread] | str:
     """The runtime's threads in list order, or why they cannot be read (a sentence)."""
     if contract is None or isinstance(contract, str):
-        return contract or ("the runtime's threads are read through its contract descriptor (.NET 9 and later); "
-                            "this runtime publishes none")
+        return contract or ("the runtime's threads are read through its contract descriptor (.NET 9 and later), or "
+                            "at the offsets formats/thread-state.toml gives for .NET Core 3.1 and .NET 8 on Linux; "
+                            "this runtime has neither")
     thread, store_type = contract.types.get("Thread", {}), contract.types.get("ThreadStore", {})
     missing = [f for f in FIELDS if f not in thread] + [f for f in ("FirstThreadLink",) if f not in store_type]
     if missing or "ThreadStore" not in contract.globals:
         return f"the contract descriptor does not describe the runtime's threads (missing {', '.join(missing)})"
-    ptr = space.pointer_size
     special = {}
     for name, key in (("finalizer", "FinalizerThread"), ("gc", "GCThread")):
         at = contract.globals.get(key)
@@ -60,6 +61,10 @@ def managed_threads(space, contract) -> list[ManagedThread] | str:
     natives = thread_list(space, contract)
     if isinstance(natives, str):
         return natives
+    return _read_threads(space, thread, natives, special)
+
+
+def _read_threads(space, thread: dict, natives: list[int], special: dict) -> list[ManagedThread] | str:
     out = []
     for native in natives:
 
@@ -70,12 +75,80 @@ def managed_threads(space, contract) -> list[ManagedThread] | str:
         def word(name: str, at: int = native) -> int:
             return space.try_read_pointer(at + thread[name]) or 0
 
-        if space.try_read(native, max(thread[f] for f in FIELDS) + ptr) is None:
+        if space.try_read(native, max(thread[f] for f in FIELDS) + space.pointer_size) is None:
             return f"a Thread of the runtime's list ({native:#x}) is not in the dump"
         out.append(ManagedThread(native, u32("Id"), word("OSId") & 0xFFFFFFFF, u32("State"),
                                  u32("PreemptiveGCDisabled"), word("Frame"), word("GCHandle"), word("LastThrownObject"),
                                  special.get(native, "")))
     return out
+
+
+def layout_for(version: tuple[int, ...] | None, os: str) -> dict | None:
+    """formats/thread-state.toml's Thread and ThreadStore offsets for a runtime before .NET 9 on ``os``, or None."""
+    from .profiles import version_matches
+
+    if not version:
+        return None
+    return next((e for e in formats.load("thread-state").get("layouts", [])
+                 if e.get("os", os) == os and version_matches(e["versions"], version)), None)
+
+
+#: bytes of the memory around the known threads searched for the ThreadStore at the most
+MAX_STORE_SEARCH = 512 << 20
+
+
+def threads_by_layout(space, layout: dict, known: dict[int, tuple[int, int]]) -> list[ManagedThread] | str:
+    """Before .NET 9: the runtime's threads in list order at the offsets of ``layout`` (:func:`layout_for`), or why
+    not.  ``known``: native Thread -> (managed id, managed Thread object) of every managed Thread object of the heap
+    (``_DONT_USE_InternalThread``, ``_managedThreadId``): the layout is used only if each of them holds its object's
+    id and a handle to it; the ThreadStore is the SList whose tail is where their links lead."""
+    import numpy as np
+
+    thread, store_t = layout["Thread"], layout["ThreadStore"]
+    if not known:
+        return "no managed Thread object in the heap leads to the runtime's threads"
+    for native, (managed_id, obj) in known.items():
+        if space.try_read(native, max(thread.values()) + space.pointer_size) is None:
+            return f"the runtime's Thread at {native:#x} (a managed Thread object's) is not in the dump"
+        data = space.try_read(native + thread["Id"], 4)
+        handle = space.try_read_pointer(native + thread["GCHandle"])
+        if data is None or int.from_bytes(data, "little") != managed_id or not handle \
+                or space.try_read_pointer(handle) != obj:
+            return (f"the runtime's Thread at {native:#x} does not fit the Thread layout formats/thread-state.toml "
+                    f"gives for this version ({layout['versions']}): its fields are not read")
+    native = next(iter(known))
+    tail, seen = native + thread["LinkNext"], set()
+    while len(seen) < MAX_THREADS:  # the list's last link: where every thread's links lead
+        seen.add(tail)
+        nxt = space.try_read_pointer(tail)
+        if not nxt or nxt in seen:
+            break
+        tail = nxt
+    store, searched = None, 0
+    for lo, hi in sorted({(space.mapped_start(n), space.mapped_end(n)) for n in known}):
+        for at in range(lo, hi, 64 << 20):
+            data = space.read_available(at, min(64 << 20, hi - at))
+            searched += len(data)
+            words = np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")
+            for i in np.flatnonzero(words == np.uint64(tail)).tolist():
+                candidate = at + 8 * i - store_t["Tail"]
+                if space.try_read_pointer(candidate + store_t["Head"]) == candidate + store_t["FirstThreadLink"]:
+                    store = candidate
+                    break
+            if store is not None or searched >= MAX_STORE_SEARCH:
+                break
+        if store is not None:
+            break
+    if store is None:
+        return "the runtime's ThreadStore (the list of its threads) is not found where its threads are"
+    natives, link, seen = [], space.try_read_pointer(store + store_t["FirstThreadLink"]), set()
+    while link and link not in seen and len(seen) < MAX_THREADS:
+        seen.add(link)
+        natives.append(link - thread["LinkNext"])
+        link = space.try_read_pointer(link)
+    if not set(known) <= set(natives):
+        return "the runtime's thread list does not hold every thread its managed Thread objects point at"
+    return _read_threads(space, thread, natives, {})
 
 
 def thread_list(space, contract) -> list[int] | str:

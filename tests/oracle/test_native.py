@@ -273,6 +273,9 @@ def test_pe_names_every_frame_as_the_dac_does(owners_made, capsys):
     assert r.returncode == 0, r.stderr[-2000:]
     names = json.loads(r.stdout)["method_names"]
     assert [f["method"] for f in frames] == [names[f["method_desc"]].split("(")[0] for f in frames]
+    code, stdout, stderr = run_cli(capsys, "pe", str(raw), "--format", "json")  # the exception in flight
+    assert code == 0, stderr
+    assert [e["address"] for e in json.loads(stdout)["exceptions"]] == [thrown]
 
 
 def test_owners_are_the_objects_that_hold_each_block(owners_core, capsys):
