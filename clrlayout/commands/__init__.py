@@ -5,6 +5,7 @@ from .diff import diff
 from .dump import dump
 from .fleet import fleet
 from .graph import refs, retained, roots
+from .index import index
 from .info import info
 from .layout import layout
 from .live import live
@@ -19,6 +20,6 @@ from .trim import trim
 from .type import type_
 
 #: in the order ``clrlayout --help`` lists them (alphabetical, as click sorts them)
-COMMANDS = [info, dump, memory, native, object_, type_, stats, refs, roots, retained, threads, pe, report, diff,
-            fleet, trim, layout,
+COMMANDS = [info, dump, memory, native, object_, type_, stats, refs, roots, retained, index, threads, pe, report,
+            diff, fleet, trim, layout,
             live]

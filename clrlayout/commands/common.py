@@ -131,7 +131,7 @@ def scan_options(f):
     """What every command that scans a dump takes: --strict, the filters, --live/--dead and --roots, --mt,
     --profile, --heap, -q."""
     for option in (quiet_option, heap_option, profile_option, mt_option, filter_options, roots_option,
-                   with_frozen_option, liveness_option,
+                   with_frozen_option, liveness_option, index_options,
                    click.option("--strict", is_flag=True, help="Exit 1 when the heap walk records anomalies.")):
         f = option(f)
     return f
@@ -140,8 +140,38 @@ def scan_options(f):
 def _open(file, mt, profile, heap, assemblies=()):
     from ..session import open_session
 
+    ctx = click.get_current_context(silent=True)
+    index = ctx.meta.get("clrlayout.index") if ctx is not None else None
     return open_session(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env(),
-                        assemblies=list(assemblies))
+                        assemblies=list(assemblies), index=index)
+
+
+def _index_choice(ctx, param, value):
+    if param.name == "no_index" and value:
+        if "clrlayout.index" in ctx.meta:
+            raise UsageError("--index and --no-index: give one of them")
+        ctx.meta["clrlayout.index"] = False
+    elif param.name == "index_dir" and value is not None:
+        if ctx.meta.get("clrlayout.index") is False:
+            raise UsageError("--index and --no-index: give one of them")
+        ctx.meta["clrlayout.index"] = value
+    return value
+
+
+def index_options(f):
+    """--index DIR and --no-index: where the heap graph's index is kept (clrlayout.graph.index)."""
+    f = click.option("--no-index", "no_index", is_flag=True, expose_value=False, callback=_index_choice,
+                     help="Neither read nor write the heap graph's index: walk the heap.")(f)
+    return click.option("--index", "index_dir", type=click.Path(file_okay=False), default=None, expose_value=False,
+                        callback=_index_choice, metavar="DIR",
+                        help="Keep the heap graph's index in DIR (default: ~/.cache/clrlayout/index, for heaps of "
+                             "200,000 objects or more): a second command on the dump maps it instead of walking "
+                             "the heap.")(f)
+
+
+def index_given() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and "clrlayout.index" in ctx.meta
 
 
 assemblies_option = click.option(
@@ -364,6 +394,8 @@ def with_liveness(session, selected, live, kinds):
         source = ctx.get_parameter_source("kinds")
         if source is not None and source is not click.core.ParameterSource.DEFAULT:
             raise UsageError("--roots chooses the roots of --live or --dead: give one of them")
+        if index_given():
+            raise UsageError("--index and --no-index are for the object graph of --live or --dead: give one of them")
         return selected
     graph = session.object_graph(kinds)
     keep = graph.live

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from .common import _open, out, quiet_option, roots_option, warn
+from .common import _open, index_given, index_options, out, quiet_option, roots_option, warn
 
 
 @click.command()
@@ -20,6 +20,7 @@ from .common import _open, out, quiet_option, roots_option, warn
 @click.option("--native", is_flag=True, help="Also glibc's native heap (Linux cores): in-use chunks by size class, "
                                              "and native bytes by the managed type that owns them.")
 @roots_option
+@index_options
 @quiet_option
 def diff(files, fmt, live, top, sort, strings, native, kinds, quiet):
     """Compare dumps of one application, oldest first (BEFORE AFTER, or a row of them): per type, matched by
@@ -37,6 +38,8 @@ def diff(files, fmt, live, top, sort, strings, native, kinds, quiet):
     source = click.get_current_context().get_parameter_source("kinds")
     if not live and source is not click.core.ParameterSource.DEFAULT:
         raise UsageError("--roots chooses the roots of --live: give --live")
+    if not live and index_given():
+        raise UsageError("--index and --no-index are for the object graph of --live: give --live")
     sides, natives = [], []
     for path in files:
         with _open(path, None, None, "auto") as session:

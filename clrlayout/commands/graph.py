@@ -13,6 +13,7 @@ from .common import (
     _report,
     assemblies_option,
     heap_option,
+    index_options,
     out,
     profile_option,
     quiet_option,
@@ -22,7 +23,7 @@ from .common import (
 
 
 def graph_options(f):
-    for option in (quiet_option, heap_option, profile_option, assemblies_option, roots_option):
+    for option in (quiet_option, heap_option, profile_option, assemblies_option, roots_option, index_options):
         f = option(f)
     return f
 

@@ -7,7 +7,7 @@ import os
 import click
 
 from ..errors import OutputError, UsageError
-from .common import _open, _preamble, _report, out, quiet_option, roots_option
+from .common import _open, _preamble, _report, index_options, out, quiet_option, roots_option
 
 
 @click.command()
@@ -19,6 +19,7 @@ from .common import _open, _preamble, _report, out, quiet_option, roots_option
 @click.option("--threshold", type=click.FloatRange(0.001, 100.0), default=10.0, show_default=True,
               help="A suspect retains at least this percentage of the live heap.")
 @roots_option
+@index_options
 @quiet_option
 def report(file, earlier, output, fmt, threshold, kinds, quiet):
     """Leak suspects (MAT's, on the dominator tree): the objects and types retaining the most of the live heap,

@@ -52,6 +52,9 @@ class Session(Describe, TypeSystem, Walks, RuntimeMemory):
     contract: ContractDescriptor | str = "not looked for"
     #: how the profile and the type-system layout compare with the contract descriptor (None: not checked)
     contract_checks: CheckResult | None = None
+    #: where the heap graph's index is kept (:mod:`clrlayout.graph.index`): None the default directory, a
+    #: directory, or False for none
+    graph_index: object = None
     _info: dict | None = field(default=None, repr=False)
     _names: object = field(default=None, repr=False)
     _layouts: object = field(default=None, repr=False)

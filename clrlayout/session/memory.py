@@ -78,8 +78,7 @@ class RuntimeMemory:
         if key not in cache:
             if "_heap_graph" not in self.__dict__:
                 self.string_method_table()
-                self._heap_graph = build_graph(self.heap_steps().windows(), self.mts, self.dump.memory)
-                release_freed()  # the walk's and the windows' scratch
+                self._heap_graph = self._indexed_graph(build_graph)
                 self._walked_types = True  # the walk met every MethodTable of the heap: naming need not walk again
                 if self._heap_graph.bad_count:
                     self.warnings.append(f"{self._heap_graph.bad_count:,} references point neither to null nor to "
@@ -100,6 +99,67 @@ class RuntimeMemory:
             self._graphs = {}
             return cache.pop(key)
         return cache[key]
+
+    def _indexed_graph(self, build_graph, always: bool = False):
+        """The heap graph from the dump's index when there is a usable one, else built by a walk of the heap
+        (and written to the index when the walk reported nothing)."""
+        import os
+
+        from ..graph.build import HeapGraph
+        from ..graph.index import GraphIndex
+        from ..graph.references import GcDescs
+
+        index = None
+        if self.graph_index is not False and os.path.isfile(self.dump.path):
+            try:
+                index = GraphIndex(self.dump.path, self.graph_index, self._index_reader())  # type: ignore[arg-type]
+            except OSError:
+                index = None
+        found = index.load() if index is not None else None
+        if index is not None and index.rejected:
+            self.warnings.append(index.rejected)
+        if found is not None:
+            self.index_status = "loaded"
+            arrays, extra = found
+            for mt in arrays["types"].tolist() + list(extra.get("method_tables", [])):  # what the walk met
+                self.mts.get(int(mt))  # (free space's MethodTable among them: no node has it)
+            return HeapGraph(**arrays, descs=GcDescs(self.dump.memory, self.mts))
+        before = (self.findings.count, len(self.warnings))
+        graph = build_graph(self.heap_steps().windows(), self.mts, self.dump.memory)
+        release_freed()  # the walk's and the windows' scratch
+        from ..graph.index import MIN_NODES
+
+        clean = not graph.bad_count and (self.findings.count, len(self.warnings)) == before
+        self.index_status = "none" if index is None else "anomalies" if not clean else "small"
+        if index is not None and clean and (always or self.graph_index is not None or graph.count >= MIN_NODES):
+            self.index_status = "written" if index.save({name: getattr(graph, name) for name in (
+                "addresses", "kinds", "types", "aligned", "indptr", "indices")},
+                {"method_tables": sorted(self.mts.known())}) else "unwritable"
+        return graph
+
+    def _index_reader(self) -> str:
+        """What the heap graph depends on besides the dump: clrlayout's version, the profile, ``--mt``."""
+        from .. import __version__
+
+        return f"{__version__} {self.profile.name} {self.mt_override}"
+
+    def build_index(self) -> tuple[str, bool, str | None]:
+        """The heap graph built and written to the dump's index (``clrlayout index``): (the index's directory,
+        whether it was written now, why there is none: None when it is there)."""
+        from ..graph.build import build_graph
+        from ..graph.index import GraphIndex
+
+        if self.graph_index is False:
+            raise ValueError("no index: the session was opened with index=False")
+        self.require_exact("the object graph")
+        self.string_method_table()
+        where = GraphIndex(self.dump.path, self.graph_index, self._index_reader()).path  # type: ignore[arg-type]
+        self._heap_graph = self._indexed_graph(build_graph, always=True)
+        self._walked_types = True
+        why = {"anomalies": "the heap walk reported anomalies: a dump with findings is walked again by each command, "
+                            "never indexed",
+               "unwritable": f"{where.parent} cannot be written"}.get(self.index_status)
+        return str(where), self.index_status == "written", why
 
     def statics(self) -> Statics:
         """Where each type's static fields live (:class:`~clrlayout.graph.statics.Statics`), made once."""

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def open_session(path, *, mt: int | None = None, profile: str | None = None, heap: str = "auto",
-                 limits: Limits = DEFAULT_LIMITS, assemblies=None) -> Session:
+                 limits: Limits = DEFAULT_LIMITS, assemblies=None, index=None) -> Session:
     """Open a dump and find its runtime, layout profile and GC heap.
 
     ``path``: a minidump or ELF core (or an already opened :class:`~clrlayout.dump.DumpFile`).
@@ -32,6 +32,8 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
     uses the checked object scan; "walk" fails unless the exact walk is possible.
     ``limits``: the :class:`~clrlayout.limits.Limits` on everything the dump controls.
     ``assemblies``: directories to find assemblies in when they are not at the paths the dump names.
+    ``index``: where the heap graph's index is kept (:mod:`clrlayout.graph.index`): None the default directory,
+    a directory, False none.
 
     Raises only :class:`~clrlayout.errors.ClrLayoutError` subclasses, each with its exit code.
     """
@@ -71,7 +73,7 @@ def open_session(path, *, mt: int | None = None, profile: str | None = None, hea
             warnings += [str(m) for m in checks.mismatches]
         return Session(dump, runtime, prof, gc, mts, Findings(limits.max_findings), warnings, mt_override=mt,
                        assemblies=search, contract=contract,
-                       contract_checks=checks)
+                       contract_checks=checks, graph_index=index)
     except BaseException:
         dump.close()
         raise

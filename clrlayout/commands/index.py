@@ -1,0 +1,37 @@
+"""``clrlayout index``: the heap graph's index built ahead (Eclipse MAT's parsing of a heap dump), so that the
+graph commands after it (``roots``, ``refs``, ``retained``, ``stats --live``...) map it instead of walking the heap
+(:mod:`clrlayout.graph.index`)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UsageError
+from .common import _open, _preamble, _report, assemblies_option, heap_option, out, profile_option, quiet_option, warn
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--index", "index_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Where to keep it (default: ~/.cache/clrlayout/index).")
+@quiet_option
+@heap_option
+@profile_option
+@assemblies_option
+def index(file, index_dir, quiet, heap, profile, assemblies):
+    """Build the dump's heap graph once and keep it, for every graph command after this one."""
+    ctx = click.get_current_context()
+    ctx.meta["clrlayout.index"] = index_dir
+    with _open(file, None, profile, heap, assemblies) as session:
+        _preamble(session, quiet)
+        try:
+            where, written, why = session.build_index()
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        _report(session, quiet)
+        if why is not None:
+            warn(f"no index written: {why}")
+            ctx.exit(1)
+        out(f"{'Written' if written else 'Already there'}: {where} ({session._heap_graph.count:,} objects, "
+            f"{session._heap_graph.edge_count:,} references)")
+

@@ -1,0 +1,170 @@
+"""The heap graph persisted once per dump, as Eclipse MAT keeps its indexes: the arrays of
+:class:`~.build.HeapGraph` (addresses, kinds, types, sizes, the references in CSR form) written as ``.npy`` files
+the first time a command builds the graph, and memory-mapped by the commands after it instead of walking the heap
+again.
+
+- **Where**: ``$XDG_CACHE_HOME/clrlayout/index`` (else ``~/.cache/clrlayout/index``), or the directory ``--index``
+  names; ``--no-index`` neither reads nor writes one.  At most :data:`KEEP` indexes are kept in the default
+  directory, the least recently used removed first, and only of heaps of :data:`MIN_NODES` objects or more.
+- **Which dump**: the key is a hash of the dump's size, modification time, first MiB (its header and directory:
+  the ELF program headers, the minidump stream directory) and last 64 KiB, of this format's version, and of what
+  else the graph depends on (clrlayout's version, the layout profile, ``--mt``): a dump that changed, another
+  dump, or another reader never finds this index.
+- **Atomic**: written into a temporary directory beside the final one and renamed into place: a crashed writer
+  leaves no index that is used (its temporary directory is removed by the next writer), and of two concurrent
+  writers the first rename wins.
+- **Checked**: a manifest gives every array's dtype, shape and CRC-32, and the graph's own invariants (sorted
+  addresses, row bounds that rise to the edge count, targets that are nodes) are checked when it is opened: an
+  index that fails any of it is foreign or corrupt, is removed, and the graph is built again.
+- Only a graph whose walk reported nothing is kept: a dump with heap anomalies is walked (and its findings
+  reported) every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+#: the index's layout; a different one is another key
+FORMAT = 1
+#: indexes kept in the default directory
+KEEP = 8
+#: the fewest objects whose graph is written to the default directory (a smaller one is walked in well under a
+#: second); a directory the user names, and ``clrlayout index``, take every graph
+MIN_NODES = 200_000
+#: the arrays of a HeapGraph kept, and the dtypes each may have
+ARRAYS = {"addresses": ("uint64",), "kinds": ("uint16", "uint32"), "types": ("uint64",),
+          "aligned": ("uint32", "int64"), "indptr": ("int32", "int64"), "indices": ("int32", "int64")}
+_HEAD, _TAIL, _CHUNK = 1 << 20, 64 << 10, 64 << 20
+
+
+def default_directory() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "clrlayout" / "index"
+
+
+def dump_key(path: str, reader: str = "") -> str:
+    """The hash that names a dump's index (see the module's docstring); ``reader``: what else the graph depends on
+    (clrlayout's version, the layout profile, a MethodTable given by hand)."""
+    st = os.stat(path)
+    h = hashlib.sha256(f"clrlayout-index {FORMAT} {st.st_size} {st.st_mtime_ns} {reader}".encode())
+    with open(path, "rb") as f:
+        h.update(f.read(_HEAD))
+        if st.st_size > _HEAD:
+            f.seek(max(_HEAD, st.st_size - _TAIL))
+            h.update(f.read(_TAIL))
+    return h.hexdigest()[:32]
+
+
+def _crc(array: np.ndarray) -> int:
+    flat = array.reshape(-1).view(np.uint8)
+    crc = 0
+    for at in range(0, len(flat), _CHUNK):
+        crc = zlib.crc32(flat[at:at + _CHUNK], crc)
+    return crc
+
+
+class GraphIndex:
+    """The index of one dump in ``directory`` (None: the default one)."""
+
+    def __init__(self, dump_path: str, directory: str | os.PathLike | None = None, reader: str = ""):
+        self.root = Path(directory) if directory is not None else default_directory()
+        self.bounded = directory is None  # only the default directory is trimmed to KEEP
+        self.key = dump_key(dump_path, reader)
+        self.path = self.root / self.key
+        #: why an index found was not used (a corrupt or foreign one), for the caller to say
+        self.rejected: str | None = None
+
+    def load(self) -> tuple[dict[str, np.ndarray], dict] | None:
+        """(the arrays, memory-mapped, and the manifest's ``extra``), or None when there is no usable index (a
+        rejected one is removed, and why is in :attr:`rejected`)."""
+        manifest = self.path / "manifest.json"
+        if not manifest.is_file():
+            return None
+        try:
+            meta = json.loads(manifest.read_text(encoding="utf-8"))
+            if meta.get("format") != FORMAT or meta.get("key") != self.key:
+                raise ValueError("an index of another dump or format")
+            arrays = {}
+            for name, allowed in ARRAYS.items():
+                spec = meta["arrays"][name]
+                a = np.load(self.path / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                if str(a.dtype) not in allowed or str(a.dtype) != spec["dtype"] or list(a.shape) != spec["shape"] \
+                        or a.ndim != 1:
+                    raise ValueError(f"{name}: not the array the manifest says")
+                if _crc(a) != spec["crc32"]:
+                    raise ValueError(f"{name}: its bytes changed (CRC-32)")
+                arrays[name] = a
+            _check_graph(arrays)
+            os.utime(manifest)  # recently used
+            return arrays, meta.get("extra", {})
+        except (OSError, ValueError, KeyError, TypeError, EOFError) as e:  # np.load raises ValueError on a bad header
+            self.rejected = f"the index at {self.path} was not used ({e}): the graph is built again"
+            shutil.rmtree(self.path, ignore_errors=True)
+            return None
+
+    def save(self, arrays: dict[str, np.ndarray], extra: dict) -> bool:
+        """Writes the index if there is none yet (atomically); False when it could not be written (a read-only
+        or full disk: the command goes on without it)."""
+        if self.path.exists():
+            return False
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for stale in self.root.glob(".tmp-*"):  # what a crashed writer left, after an hour
+                if stale.stat().st_mtime < _now() - 3600:
+                    shutil.rmtree(stale, ignore_errors=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+            try:
+                spec = {}
+                for name in ARRAYS:
+                    a = np.ascontiguousarray(arrays[name])
+                    np.save(tmp / f"{name}.npy", a, allow_pickle=False)
+                    spec[name] = {"dtype": str(a.dtype), "shape": list(a.shape), "crc32": _crc(a)}
+                meta = {"format": FORMAT, "key": self.key, "arrays": spec, "extra": extra}
+                (tmp / "manifest.json").write_text(json.dumps(meta), encoding="utf-8")
+                os.rename(tmp, self.path)  # atomic; fails if another writer was first
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+                return False
+            if self.bounded:
+                self._trim()
+            return True
+        except OSError:
+            return False
+
+    def _trim(self) -> None:
+        entries = []
+        for p in self.root.iterdir():
+            m = p / "manifest.json"
+            if p.is_dir() and not p.name.startswith(".") and m.is_file():
+                entries.append((m.stat().st_mtime, p))
+        for _, p in sorted(entries, key=lambda e: e[0], reverse=True)[KEEP:]:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+def _check_graph(a: dict[str, np.ndarray]) -> None:
+    """The invariants every heap graph has (what a foreign or damaged index breaks): raises ValueError."""
+    n, edges = len(a["addresses"]), len(a["indices"])
+    if len(a["kinds"]) != n or len(a["aligned"]) != n or len(a["indptr"]) != n + 1:
+        raise ValueError("arrays of different lengths")
+    if n and (a["indptr"][0] != 0 or a["indptr"][-1] != edges or np.any(np.diff(a["indptr"]) < 0)):
+        raise ValueError("row bounds that do not rise to the edge count")
+    if n > 1 and np.any(a["addresses"][1:] <= a["addresses"][:-1]):
+        raise ValueError("node addresses out of order")
+    if edges and (int(a["indices"].min()) < 0 or int(a["indices"].max()) >= n):
+        raise ValueError("a reference to no node")
+    if n and int(a["kinds"].max()) >= len(a["types"]):
+        raise ValueError("a node of no type")

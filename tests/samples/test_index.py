@@ -1,0 +1,165 @@
+"""The heap graph's index (issue 47, item 3; clrlayout.graph.index), on the committed graph sample: written once
+(``clrlayout index``, or by the first graph command), then mapped by the commands after it, which answer exactly as
+a walk of the heap does; a corrupt, foreign or half-written index is never used (it is rebuilt), a changed dump
+never finds the old one; ``--no-index`` neither reads nor writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from clrlayout.graph import build as build_module
+from clrlayout.graph.index import ARRAYS, GraphIndex, dump_key
+from tests.support.cli import run
+from tests.support.samples import SAMPLES
+
+SAMPLE = SAMPLES / "graph.coreclr-10.0.0.linux-x64.core"
+COMMANDS = [["retained", "--top", "5", "--format", "json"], ["roots", "0x7f6de1810ce0", "--format", "json"],
+            ["refs", "0x7f6de1810ce0", "--format", "json"], ["stats", "--live", "--format", "json"],
+            ["stats", "--dead", "--format", "json"]]
+
+
+@pytest.fixture
+def dump(tmp_path):
+    path = tmp_path / SAMPLE.name
+    shutil.copyfile(SAMPLE, path)
+    return path
+
+
+def _answers(capsys, dump, *options):
+    out = []
+    for command in COMMANDS:
+        code, text, err = run(capsys, command[0], str(dump), *command[1:], *options, "-q")
+        assert code == 0, err
+        out.append(text)
+    return out
+
+
+def _index(dump, where) -> GraphIndex:
+    """The dump's index in ``where``, as the commands name it (the key also holds clrlayout's version and the
+    layout profile)."""
+    from clrlayout.session import open_session
+
+    with open_session(str(dump), index=False) as session:
+        return GraphIndex(str(dump), where, session._index_reader())
+
+
+def _no_walk(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the heap was walked: the index was not used")
+
+    monkeypatch.setattr(build_module, "build_graph", refuse)
+
+
+def test_the_index_answers_as_the_walk_does(dump, tmp_path, capsys, monkeypatch):
+    walked = _answers(capsys, dump, "--no-index")
+    where = tmp_path / "index"
+    code, text, err = run(capsys, "index", str(dump), "--index", str(where))
+    assert code == 0 and text.startswith("Written: ") and err == ""
+    (entry,) = [p for p in where.iterdir()]
+    assert sorted(p.name for p in entry.iterdir()) == sorted([f"{n}.npy" for n in ARRAYS] + ["manifest.json"])
+    _no_walk(monkeypatch)
+    assert _answers(capsys, dump, "--index", str(where)) == walked
+    code, text, _ = run(capsys, "index", str(dump), "--index", str(where))
+    assert code == 0 and text.startswith("Already there: ")
+
+
+def test_the_first_graph_command_writes_it(dump, tmp_path, capsys, monkeypatch):
+    where = tmp_path / "index"
+    first = _answers(capsys, dump, "--index", str(where))
+    assert len(list(where.iterdir())) == 1
+    _no_walk(monkeypatch)
+    assert _answers(capsys, dump, "--index", str(where)) == first
+
+
+def test_no_index_neither_reads_nor_writes(dump, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    from clrlayout.graph import index as index_module
+
+    monkeypatch.setattr(index_module, "MIN_NODES", 0)  # the sample's small heap as a big one
+    _answers(capsys, dump, "--no-index")
+    assert not (tmp_path / "cache").exists()
+    _answers(capsys, dump)
+    assert len(list((tmp_path / "cache" / "clrlayout" / "index").iterdir())) == 1
+
+
+def test_options_that_do_not_apply_are_usage_errors(dump, tmp_path, capsys):
+    for args in (["stats", str(dump), "--no-index"], ["dump", str(dump), "--index", str(tmp_path)],
+                 ["roots", str(dump), "0x7f6de1810ce0", "--no-index", "--index", str(tmp_path)],
+                 ["diff", str(dump), str(dump), "--no-index"]):
+        code, _, err = run(capsys, *args)
+        assert code == 2 and "index" in err, args
+
+
+def _flip(path, at):
+    data = bytearray(path.read_bytes())
+    data[at % len(data)] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("name", [*ARRAYS, "manifest.json"])
+def test_a_corrupt_index_is_rebuilt(dump, tmp_path, capsys, name):
+    """A byte changed anywhere in any file (its header, its data, the manifest): the index is not used, the answer
+    is the walk's, the command says so, and a good index is written in its place."""
+    walked = _answers(capsys, dump, "--no-index")
+    where = tmp_path / "index"
+    rng = np.random.default_rng(sum(map(ord, name)))
+    for at in rng.integers(0, 1 << 20, 3).tolist():
+        run(capsys, "index", str(dump), "--index", str(where))
+        (entry,) = list(where.iterdir())
+        target = entry / (name if name.endswith(".json") else f"{name}.npy")
+        _flip(target, at)
+        code, text, err = run(capsys, "retained", str(dump), "--top", "5", "--format", "json", "--index", str(where))
+        assert code == 0 and text == walked[0]
+        assert "was not used" in err
+        assert _index(dump, where).load() is not None  # rebuilt
+
+
+def test_a_foreign_or_half_written_index_is_not_used(dump, tmp_path, capsys):
+    where = tmp_path / "index"
+    other = tmp_path / "other.core"
+    shutil.copyfile(SAMPLES / "leak.coreclr-10.0.0.linux-x64.before.core", other)
+    run(capsys, "index", str(other), "--index", str(where))
+    (entry,) = list(where.iterdir())
+    entry.rename(_index(dump, where).path)  # another dump's index under this dump's key
+    code, text, err = run(capsys, "retained", str(dump), "--top", "5", "--format", "json", "--index", str(where))
+    assert code == 0 and "was not used" in err and "another dump" in err
+    assert text == _answers(capsys, dump, "--no-index")[0]
+    # a writer that died before its rename leaves a temporary directory, which no reader takes
+    shutil.rmtree(where)
+    where.mkdir()
+    (where / ".tmp-crashed").mkdir()
+    (where / ".tmp-crashed" / "manifest.json").write_text("{}")
+    index = _index(dump, where)
+    assert index.load() is None and index.rejected is None
+    # of two writers, the first keeps its index; the second leaves it untouched
+    arrays = {n: np.zeros({"indptr": 2, "indices": 0}.get(n, 1), dtype=ARRAYS[n][0]) for n in ARRAYS}  # 1 node
+    assert index.save(arrays, {}) is True and index.save(arrays, {}) is False
+    assert index.load() is not None
+
+
+def test_a_changed_dump_never_finds_the_old_index(dump, tmp_path, capsys):
+    where = tmp_path / "index"
+    run(capsys, "index", str(dump), "--index", str(where))
+    before = _index(dump, where).key
+    st = os.stat(dump)
+    os.utime(dump, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert _index(dump, where).key != before and dump_key(str(dump)) != before
+    code, text, _ = run(capsys, "index", str(dump), "--index", str(where))
+    assert code == 0 and text.startswith("Written: ") and len(list(where.iterdir())) == 2
+
+
+def test_the_manifest_says_what_each_file_holds(dump, tmp_path, capsys):
+    where = tmp_path / "index"
+    run(capsys, "index", str(dump), "--index", str(where))
+    (entry,) = list(where.iterdir())
+    meta = json.loads((entry / "manifest.json").read_text())
+    assert meta["key"] == entry.name == _index(dump, where).key
+    assert set(meta["extra"]["method_tables"]) >= set(np.load(entry / "types.npy").tolist())  # free space's too
+    for name, spec in meta["arrays"].items():
+        a = np.load(entry / f"{name}.npy", mmap_mode="r")
+        assert (str(a.dtype), list(a.shape)) == (spec["dtype"], spec["shape"])
