@@ -43,6 +43,9 @@ class StaticValue:
     field: object  #: the :class:`~clrlayout.types.layouts.FieldLayout`
     address: int | None
     data: bytes | None
+    #: a GC thread static's value on each thread whose statics hold it: (thread's OS id or None where the runtime
+    #: does not say, the slot's address, its bytes)
+    per_thread: tuple = ()
 
 
 class Statics:
@@ -163,10 +166,12 @@ class Statics:
             return []
         gc, nongc = self.bases(mt) if any(f.storage in ("gc", "nongc") for f in lay.statics) else (None, None)
         out = []
+        threads = self._per_thread(mt) if any(f.storage == "thread" for f in lay.statics) else {}
         for f in lay.statics:
             base = gc if f.storage == "gc" else nongc if f.storage == "nongc" else None
             if base is None:
-                out.append(StaticValue(f, None, None))
+                out.append(StaticValue(f, None, None, tuple(
+                    (tid, slot, self.space.try_read(slot, self.ptr)) for tid, slot in threads.get(f.name, ()))))
                 continue
             size = self.ptr if f.storage == "gc" else f.size
             out.append(StaticValue(f, base + f.offset, self.space.try_read(base + f.offset, size)))
@@ -211,6 +216,17 @@ class Statics:
                 return None
             self._thread_map = self._thread_statics()
         return self._thread_map.get(address)
+
+    def _per_thread(self, mt: int) -> dict[str, list[tuple[int | None, int]]]:
+        """Field name -> (thread, slot) of each of the type's GC thread statics, on every thread that has them."""
+        c = self.contract
+        found = self._thread_statics() if not isinstance(c, str) and "ThreadStaticsInfo" in c.types \
+            else self._module_thread_statics()
+        out: dict[str, list[tuple[int | None, int]]] = {}
+        for slot, (owner, f, tid) in sorted(found.items()):
+            if owner == mt and f is not None:
+                out.setdefault(f.name, []).append((tid, slot))
+        return out
 
     def read_all(self, values: bool = True) -> None:
         """Read everything :meth:`values`, :meth:`slot` and :meth:`thread_slot` may read (what a trimmed dump must

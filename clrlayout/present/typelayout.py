@@ -30,13 +30,22 @@ def static_rows(session, statics) -> list[dict]:
     out = []
     for v in statics:
         f = v.field
+        per_thread = [{"thread": tid, "address": f"{slot:#x}",
+                       "value": show_value("reference", data, ptr, session.referent) if data is not None else None}
+                      for tid, slot, data in v.per_thread]
         if v.data is None:
             value = STORAGE_TEXT.get(f.storage, "(not in the dump)")
+            if per_thread:  # a GC thread static: its value on each thread
+                value = "; ".join(f"{'thread ' + str(p['thread']) if p['thread'] is not None else 'a thread'}: "
+                                  f"{p['value']}" for p in per_thread)
         else:
             show = "reference" if f.storage == "gc" else f.show
             value = show_value(show, v.data, ptr, session.referent)
-        out.append({"name": f.name, "type": f.type, "token": f"{f.token:#010x}", "storage": f.storage,
-                    "offset": f.offset, "address": None if v.address is None else f"{v.address:#x}", "value": value})
+        row = {"name": f.name, "type": f.type, "token": f"{f.token:#010x}", "storage": f.storage,
+               "offset": f.offset, "address": None if v.address is None else f"{v.address:#x}", "value": value}
+        if f.storage == "thread":
+            row["per_thread"] = per_thread
+        out.append(row)
     return out
 
 

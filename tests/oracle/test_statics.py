@@ -63,6 +63,13 @@ def test_a_static_class_and_its_values(marked, capsys):
     assert rows["StaticName"]["storage"] == "gc" and f'"{name}"' in rows["StaticName"]["value"]
     assert rows["StaticGuid"]["value"].endswith("(System.Guid)")  # a boxed struct
     assert rows["ThreadPin"]["storage"] == "thread" and rows["ThreadPin"]["address"] is None
+    # a GC thread static's value on each thread that has the type's thread statics (the thread named from .NET 9);
+    # a primitive thread static's are not read
+    text = bytes.fromhex(marked.markers["thread_static_string"]["forms"][1]).decode()
+    values = [p["value"] for p in rows["ThreadName"]["per_thread"]]
+    assert sum(f'"{text}"' in v for v in values) == 1 and all(f'"{text}"' in v or v == "null" for v in values)
+    assert all((p["thread"] is not None) == (marked.runtime == "10.0.0") for p in rows["ThreadName"]["per_thread"])
+    assert rows["ThreadPin"]["per_thread"] == []
 
 
 def test_roots_name_the_static_that_holds_an_object(marked, capsys):
