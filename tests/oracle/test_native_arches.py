@@ -132,9 +132,9 @@ def test_arm64_tls_above_the_thread_pointer(core):
 
 
 def test_leaks_are_the_leaked_blocks(view, core):
-    """Exactly the planted ones, none of the held blocks; but in gcore's i386 core, which holds the libraries'
-    read-only pages too, the 300,000-byte ones may be reached by a 4-byte value there that falls inside them (a
-    32-bit address space is dense)."""
+    """Exactly the planted ones, none of the held blocks; but in gcore's i386 core, which holds mappings of the
+    libraries that the kernel's core leaves out, the 300,000-byte ones may be reached by a 4-byte value there that
+    falls inside them (a 32-bit address space is dense)."""
     leaked = {c["address"] + view.heap.layout.chunk["header"] for c in view.leaks()}
     planted = {b["block"]: b["usable"] for b in core.blocks if b["state"] == "leaked"}
     held = {b["block"] for b in core.blocks if b["state"] in ("live", "held", "stack")}
