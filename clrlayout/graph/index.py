@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -118,7 +119,7 @@ class GraphIndex:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             for stale in self.root.glob(".tmp-*"):  # what a crashed writer left, after an hour
-                if stale.stat().st_mtime < _now() - 3600:
+                if stale.stat().st_mtime < time.time() - 3600:
                     shutil.rmtree(stale, ignore_errors=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
             try:
@@ -147,12 +148,6 @@ class GraphIndex:
                 entries.append((m.stat().st_mtime, p))
         for _, p in sorted(entries, key=lambda e: e[0], reverse=True)[KEEP:]:
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
 
 
 def _check_graph(a: dict[str, np.ndarray]) -> None:

@@ -68,6 +68,7 @@ class Statics:
         self._named: dict[int, tuple[int, object] | None] = {}
         self._by_base: dict[int, list[int]] | None = None
         self._thread_map: dict | None = None
+        self._by_type: dict | None = None
         self._thread_arrays: set | None = None
 
     # --- the bases -------------------------------------------------------------------------------------------
@@ -214,19 +215,22 @@ class Statics:
             array = self.array_at(address) if self._thread_arrays else None
             if array is None or array[0] not in self._thread_arrays:
                 return None
+        return self._thread_slots().get(address)
+
+    def _thread_slots(self) -> dict:
+        """Slot -> (MethodTable, FieldLayout or None, thread) of every GC thread static, made once."""
+        if self._thread_map is None:
             self._thread_map = self._thread_statics()
-        return self._thread_map.get(address)
+        return self._thread_map
 
     def _per_thread(self, mt: int) -> dict[str, list[tuple[int | None, int]]]:
         """Field name -> (thread, slot) of each of the type's GC thread statics, on every thread that has them."""
-        c = self.contract
-        found = self._thread_statics() if not isinstance(c, str) and "ThreadStaticsInfo" in c.types \
-            else self._module_thread_statics()
-        out: dict[str, list[tuple[int | None, int]]] = {}
-        for slot, (owner, f, tid) in sorted(found.items()):
-            if owner == mt and f is not None:
-                out.setdefault(f.name, []).append((tid, slot))
-        return out
+        if self._by_type is None:  # the slots grouped by type once
+            self._by_type = {}
+            for slot, (owner, f, tid) in sorted(self._thread_slots().items()):
+                if f is not None:
+                    self._by_type.setdefault(owner, {}).setdefault(f.name, []).append((tid, slot))
+        return self._by_type.get(mt, {})
 
     def read_all(self, values: bool = True) -> None:
         """Read everything :meth:`values`, :meth:`slot` and :meth:`thread_slot` may read (what a trimmed dump must
@@ -320,28 +324,14 @@ class Statics:
             count = min(int.from_bytes(length, "little"), 1 << 16) if length else 0
             data = space.try_read(start + 2 * ptr, count * ptr) or b""
             words = [int.from_bytes(data[i:i + ptr], "little") for i in range(0, len(data), ptr)]
-            fitting = [fields for fields in by_module.values()
-                       if max(fields) < len(words) and self._fits(words, fields)]
+            held = {i for i, word in enumerate(words) if word}
+            # the module whose thread statics' slots hold every object of the array, each of its field's type
+            fitting = [fields for fields in by_module.values() if max(fields) < len(words) and held <= fields.keys()
+                       and self._holds(start + 2 * ptr, [f for _, f in fields.values()])]
             if len(fitting) == 1:
                 for index, (mt, f) in fitting[0].items():
                     out[start + 2 * ptr + index * ptr] = (mt, f, None)
         return out
-
-    def _fits(self, words: list[int], fields: dict[int, tuple[int, object]]) -> bool:
-        """Whether every object of a module's thread-statics object[] is at one of its thread statics' slots and
-        of that field's type (one object at least of the field's own class)."""
-        objects = 0
-        for index, word in enumerate(words):
-            if not word:
-                continue
-            if index not in fields:
-                return False
-            mt = self.object_mt(word)
-            fits = self.is_a(mt, fields[index][1]) if mt is not None else False
-            if fits is False:
-                return False
-            objects += fits is True
-        return objects > 0
 
     def _gc_bases(self) -> dict[int, list[int]]:
         """GC statics base -> the types whose statics begin there (a module's types share one before .NET 9)."""

@@ -19,7 +19,7 @@ from .lists import Tcache, bin_chunks, fastbin_chunks, read_tcache
 #: arenas followed along the ring at the most (glibc's default limit is 8 per core), and heaps per arena
 MAX_ARENAS = 4096
 MAX_HEAPS = 1 << 16
-#: how far below a thread's TLS pointer its libc TLS variables (``tcache``, ``thread_arena``) are searched
+#: how far from a thread's TLS pointer its libc TLS variables (``tcache``, ``thread_arena``) are searched
 TLS_SPAN = 16 * 1024
 #: the architectures the profile lays glibc's structs out for, each with the register that is its threads' TLS
 #: pointer when the dump holds it: x86-64's ``fs_base`` (in NT_PRSTATUS), arm64's TPIDR_EL0 (NT_ARM_TLS), the base
