@@ -230,12 +230,13 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         g = og.graph
         _, retained_bytes, retained_count = og.dominators(release=True)
         live = og.live
+        top_nodes = [node for node in _largest(retained_bytes, top) if live[node]]
         largest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
-                    int(retained_count[node]), node) for node in _largest(retained_bytes, top) if live[node]]
+                    int(retained_count[node]), node) for node in top_nodes]
         by_type = og.by_type()
         from ..model.native import retained_native_of
 
-        native = retained_native_of(session, og, [n for n in _largest(retained_bytes, top) if live[n]])
+        native = retained_native_of(session, og, top_nodes)
         totals = {"live_objects": int(live.sum()), "live_bytes": int(np.sum(g.aligned, where=live, dtype=np.int64)),
                   "roots": sorted({r.kind for r in og.roots.roots})}
         handled = [r.object for r in og.roots.roots if r.kind.endswith("handle")]  # the statics arrays among them
@@ -246,7 +247,10 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
                     **({"native_bytes": native[node]} if native is not None else {}),
                     **({"static": statics[address]} if address in statics else {})}
                    for address, mt, size, kept, count, node in largest]
-        types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in by_type.items()}
+        # only the types that can be among the top are named (those retaining as much as the top-th, ties by name)
+        least = sorted((row[2] for row in by_type.values()), reverse=True)[:top][-1:] or [0]
+        types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in by_type.items()
+                 if row[2] >= least[0]}
         type_rows = sorted(({"name": n, "count": c, "size": s, "retained_size": r} for n, c, s, r in types.values()),
                            key=lambda r: (-r["retained_size"], r["name"]))[:top]
         record = {**totals, "objects": objects, "types": type_rows}

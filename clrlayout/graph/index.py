@@ -18,6 +18,12 @@ again.
   index that fails any of it is foreign or corrupt, is removed, and the graph is built again.
 - Only a graph whose walk reported nothing is kept: a dump with heap anomalies is walked (and its findings
   reported) every time.
+- **Layers**: what is computed from the graph for one set of roots (the reversed references, the breadth-first
+  tree, the dominator tree and retained sizes) is kept beside it as a *layer* (:class:`Layers`), named by a hash
+  of the roots and of the edges they add, written and checked the same way, each when first computed: a second
+  ``roots``, ``refs`` or ``retained`` with the same roots reads it instead of computing it again.
+- **Notes**: small answers the dump alone decides (where each module's statics begin) are kept as JSON beside it
+  (:class:`Note`), with their CRC-32, the same way.
 """
 
 from __future__ import annotations
@@ -64,6 +70,35 @@ def dump_key(path: str, reader: str = "") -> str:
     return h.hexdigest()[:32]
 
 
+def _write_arrays(tmp: Path, arrays: dict[str, np.ndarray]) -> dict:
+    spec = {}
+    for name, array in arrays.items():
+        a = np.ascontiguousarray(array)
+        np.save(tmp / f"{name}.npy", a, allow_pickle=False)
+        spec[name] = {"dtype": str(a.dtype), "shape": list(a.shape), "crc32": _crc(a)}
+    return spec
+
+
+def _read_arrays(where: Path, spec: dict, allowed: dict) -> dict[str, np.ndarray]:
+    """The arrays the manifest's ``spec`` names, memory-mapped, each checked against it (dtype, shape, CRC-32):
+    raises ValueError (or OSError) when one is not what it says."""
+    arrays = {}
+    for name, dtypes in allowed.items():
+        try:
+            a = np.load(where / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        except OSError:
+            raise
+        except Exception as e:  # a damaged header: numpy parses it as a Python literal (TokenError, SyntaxError...)
+            raise ValueError(f"{name}: not an array ({type(e).__name__})") from None
+        if str(a.dtype) not in dtypes or str(a.dtype) != spec[name]["dtype"] or list(a.shape) != spec[name]["shape"] \
+                or a.ndim != 1:
+            raise ValueError(f"{name}: not the array the manifest says")
+        if _crc(a) != spec[name]["crc32"]:
+            raise ValueError(f"{name}: its bytes changed (CRC-32)")
+        arrays[name] = a
+    return arrays
+
+
 def _crc(array: np.ndarray) -> int:
     flat = array.reshape(-1).view(np.uint8)
     crc = 0
@@ -93,16 +128,7 @@ class GraphIndex:
             meta = json.loads(manifest.read_text(encoding="utf-8"))
             if meta.get("format") != FORMAT or meta.get("key") != self.key:
                 raise ValueError("an index of another dump or format")
-            arrays = {}
-            for name, allowed in ARRAYS.items():
-                spec = meta["arrays"][name]
-                a = np.load(self.path / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-                if str(a.dtype) not in allowed or str(a.dtype) != spec["dtype"] or list(a.shape) != spec["shape"] \
-                        or a.ndim != 1:
-                    raise ValueError(f"{name}: not the array the manifest says")
-                if _crc(a) != spec["crc32"]:
-                    raise ValueError(f"{name}: its bytes changed (CRC-32)")
-                arrays[name] = a
+            arrays = _read_arrays(self.path, meta["arrays"], ARRAYS)
             _check_graph(arrays)
             os.utime(manifest)  # recently used
             return arrays, meta.get("extra", {})
@@ -123,11 +149,7 @@ class GraphIndex:
                     shutil.rmtree(stale, ignore_errors=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
             try:
-                spec = {}
-                for name in ARRAYS:
-                    a = np.ascontiguousarray(arrays[name])
-                    np.save(tmp / f"{name}.npy", a, allow_pickle=False)
-                    spec[name] = {"dtype": str(a.dtype), "shape": list(a.shape), "crc32": _crc(a)}
+                spec = _write_arrays(tmp, {name: arrays[name] for name in ARRAYS})
                 meta = {"format": FORMAT, "key": self.key, "arrays": spec, "extra": extra}
                 (tmp / "manifest.json").write_text(json.dumps(meta), encoding="utf-8")
                 os.rename(tmp, self.path)  # atomic; fails if another writer was first
@@ -163,3 +185,136 @@ def _check_graph(a: dict[str, np.ndarray]) -> None:
         raise ValueError("a reference to no node")
     if n and int(a["kinds"].max()) >= len(a["types"]):
         raise ValueError("a node of no type")
+
+
+#: the layers kept beside a graph, the arrays of each and the dtypes each may have
+LAYERS = {
+    "reverse": {"rindptr": ("int32", "int64"), "rindices": ("int32", "int64")},
+    "parent": {"parent": ("int32", "int64")},
+    "dominators": {"idom": ("int32", "int64"), "retained": ("uint32", "int64", "uint64"),
+                   "count": ("int32", "int64"), "top": ("bool",)},
+    # per type (the graph's kinds): live objects, their bytes, what they retain (ObjectGraph.by_type)
+    "types": {"counts": ("int64",), "sizes": ("int64",), "kept": ("int64",)},
+    # the native chunks live objects own (clrlayout.model.native): owner and bytes of each; has: a native heap
+    "native": {"nodes": ("int64",), "sizes": ("int64",), "has": ("bool",)},
+}
+
+
+class Layers:
+    """The layers of one set of roots (``key``: a hash of them) beside the graph's index at ``path`` (a graph
+    of ``nodes`` objects and ``edges`` references, the added ones included)."""
+
+    def __init__(self, path: Path, key: str, nodes: int, edges: int, warn=None):
+        self.path, self.key, self.nodes, self.edges = path, key, nodes, edges
+        #: told why a layer found was not used (a corrupt or foreign one)
+        self.warn = warn
+
+    def _where(self, name: str) -> Path:
+        return self.path / f"layer-{name}-{self.key}"
+
+    def load(self, name: str) -> dict[str, np.ndarray] | None:
+        """The layer's arrays, memory-mapped and checked; None when there is none (a bad one is removed)."""
+        where = self._where(name)
+        manifest = where / "manifest.json"
+        if not manifest.is_file():
+            return None
+        try:
+            meta = json.loads(manifest.read_text(encoding="utf-8"))
+            if meta.get("format") != FORMAT or meta.get("key") != self.key or meta.get("layer") != name:
+                raise ValueError("a layer of other roots or another format")
+            arrays = _read_arrays(where, meta["arrays"], LAYERS[name])
+            _check_layer(name, arrays, self.nodes, self.edges)
+            return arrays
+        except (OSError, ValueError, KeyError, TypeError, EOFError) as e:
+            if self.warn is not None:
+                self.warn(f"the index's {name} layer at {where} was not used ({e}): it is computed again")
+            shutil.rmtree(where, ignore_errors=True)
+            return None
+
+    def save(self, name: str, arrays: dict[str, np.ndarray]) -> bool:
+        """Writes the layer if there is none yet (atomically, as the graph's index); False when it could not."""
+        where = self._where(name)
+        if where.exists() or not self.path.is_dir():
+            return False
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.path))
+        except OSError:
+            return False
+        try:
+            spec = _write_arrays(tmp, {k: arrays[k] for k in LAYERS[name]})
+            meta = {"format": FORMAT, "key": self.key, "layer": name, "arrays": spec}
+            (tmp / "manifest.json").write_text(json.dumps(meta), encoding="utf-8")
+            os.rename(tmp, where)
+            return True
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+
+
+def _within(a: np.ndarray, lo: int, hi: int) -> bool:
+    return not len(a) or (int(a.min()) >= lo and int(a.max()) < hi)
+
+
+def _check_layer(name: str, a: dict[str, np.ndarray], n: int, edges: int) -> None:
+    """The invariants of each layer of a graph of ``n`` nodes and ``edges`` references: raises ValueError."""
+    if name == "reverse":
+        rindptr, rindices = a["rindptr"], a["rindices"]
+        if len(rindptr) != n + 1 or len(rindices) != edges or (n and (
+                rindptr[0] != 0 or rindptr[-1] != edges or np.any(np.diff(rindptr) < 0))):
+            raise ValueError("row bounds that do not rise to the edge count")
+        if not _within(rindices, 0, n):
+            raise ValueError("a referrer that is no node")
+    elif name == "parent":
+        if len(a["parent"]) != n or not _within(a["parent"], -1, n):
+            raise ValueError("a parent that is no node")
+    elif name == "dominators":
+        if any(len(a[k]) != n for k in LAYERS[name]) or not _within(a["idom"], -1, n + 1):
+            raise ValueError("a dominator that is no node")
+    elif name == "types":
+        if any(len(a[k]) != len(a["counts"]) for k in LAYERS[name]) or not _within(a["counts"], 0, n + 1):
+            raise ValueError("per-type counts that are no counts")
+    elif name == "native" and (len(a["has"]) != 1 or len(a["nodes"]) != len(a["sizes"])
+                               or not _within(a["nodes"], 0, n) or not _within(a["sizes"], 0, 1 << 62)):
+        raise ValueError("an owner that is no node")
+
+
+class Note:
+    """A small JSON answer kept beside the graph's index at ``path`` under ``name`` (what else it depends on, the
+    assemblies' folders say, is in the name)."""
+
+    def __init__(self, path: Path, name: str, warn=None):
+        self.where = path / f"note-{name}.json"
+        self.warn = warn
+
+    def load(self):
+        """The value kept, or None (a bad one is removed, and said)."""
+        if not self.where.is_file():
+            return None
+        try:
+            meta = json.loads(self.where.read_text(encoding="utf-8"))
+            text = json.dumps(meta["value"], sort_keys=True)
+            if meta.get("format") != FORMAT or zlib.crc32(text.encode()) != meta["crc32"]:
+                raise ValueError("its bytes changed (CRC-32)")
+            return meta["value"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            if self.warn is not None:
+                self.warn(f"the index's note {self.where} was not used ({e}): it is computed again")
+            try:
+                self.where.unlink()
+            except OSError:
+                pass
+            return None
+
+    def save(self, value) -> bool:
+        """Writes the value (atomically: a temporary file renamed); False when it could not be written."""
+        if self.where.exists() or not self.where.parent.is_dir():
+            return False
+        text = json.dumps(value, sort_keys=True)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.where.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"format": FORMAT, "crc32": zlib.crc32(text.encode()), "value": value}, f, sort_keys=True)
+            os.rename(tmp, self.where)
+            return True
+        except OSError:
+            return False

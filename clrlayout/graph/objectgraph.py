@@ -3,6 +3,8 @@ and what each object retains (the dominator tree)."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from ..util.allocator import release_freed
@@ -71,6 +73,12 @@ class ObjectGraph:
             src.append(which)
             dst.append(by_kind[graph.kinds[which]])
         src, dst = np.concatenate(src), np.concatenate(dst)
+        self.root_nodes = np.array(sorted({graph.node(r.object) for r in roots.roots} - {None}), dtype=np.int64)
+        #: what the graph's layers depend on besides the heap: the roots and the edges no slot holds
+        self.roots_key = hashlib.sha256(b"".join(np.ascontiguousarray(a, dtype=np.int64).tobytes() for a in (
+            self.root_nodes, [len(self.root_nodes)], src, dst))).hexdigest()[:32]
+        #: where the layers computed from this graph are kept (:class:`~.index.Layers`; None: nowhere)
+        self.layers = None
         if len(src):
             order = np.argsort(src, kind="stable")
             src, dst = src[order], dst[order]
@@ -79,10 +87,10 @@ class ObjectGraph:
             self.indptr = indptr.astype(node_type(len(self.indices)))
             if exclusive:  # the graph's own copy is not needed: one copy of the references, not two
                 graph.indptr, graph.indices = self.indptr, self.indices
-        self.root_nodes = np.array(sorted({graph.node(r.object) for r in roots.roots} - {None}), dtype=np.int64)
         self._parent = None
         self._dominators = None
         self._reverse = None
+        self._top = None
 
     def unslotted(self, src: int, dst: int) -> list[str]:
         """What makes ``src`` reference ``dst`` besides its slots: ``(dependent handle)``, ``(loader allocator)``."""
@@ -96,7 +104,12 @@ class ObjectGraph:
         """Each node's parent in a breadth-first tree from the roots (-1: not reached), found when first asked
         for (``roots ADDR`` needs only the paths to one object)."""
         if self._parent is None:
-            self._parent = breadth_first(self.indptr, self.indices, self.root_nodes)
+            kept = self._layer("parent")
+            if kept is not None:
+                self._parent = kept["parent"]
+            else:
+                self._parent = breadth_first(self.indptr, self.indices, self.root_nodes)
+                self._keep("parent", parent=self._parent.astype(self.graph.indices.dtype))
         return self._parent
 
     @property
@@ -112,8 +125,20 @@ class ObjectGraph:
         """(rindptr, rindices): who references each node (dependent-handle primaries included), made once
         (``refs``, ``roots`` and the dominator tree share it)."""
         if self._reverse is None:
-            self._reverse = reverse_graph(self.indptr, self.indices, self.graph.count)
+            kept = self._layer("reverse")
+            if kept is not None:
+                self._reverse = kept["rindptr"], kept["rindices"]
+            else:
+                self._reverse = reverse_graph(self.indptr, self.indices, self.graph.count)
+                self._keep("reverse", rindptr=self._reverse[0], rindices=self._reverse[1])
         return self._reverse
+
+    def _layer(self, name: str) -> dict | None:
+        return self.layers.load(name) if self.layers is not None else None
+
+    def _keep(self, name: str, **arrays) -> None:
+        if self.layers is not None:
+            self.layers.save(name, arrays)
 
     def referrers(self, node: int) -> np.ndarray:
         """The nodes that reference ``node`` (dependent-handle primaries included)."""
@@ -144,6 +169,9 @@ class ObjectGraph:
         """(idom, retained bytes, retained objects) of every node (see :mod:`.dominators`). ``release`` (a graph
         that is this object's alone): the references are freed as soon as the dominator tree no longer needs
         them -- the object then answers about roots, liveness, dominators and types, no longer about references."""
+        if self._dominators is None and (kept := self._layer("dominators")) is not None:
+            self._dominators = (kept["idom"], kept["retained"], kept["count"])
+            self._top = kept["top"]
         if self._dominators is None:
             release = release and self.exclusive and self._parent is None
             edges = [self.indptr, self.indices]
@@ -161,15 +189,28 @@ class ObjectGraph:
             release_freed()  # the algorithm's scratch
             retained, count = retained_sizes(idom, order, self.graph.aligned)
             self._dominators = (idom, retained, count)
+            if self.layers is not None:
+                self._keep("dominators", idom=idom, retained=retained, count=count, top=self.tops)
         return self._dominators
+
+    @property
+    def tops(self) -> np.ndarray:
+        """Which live nodes have no strict dominator of their own type (:func:`~.dominators.top_of_kind`)."""
+        if self._top is None:
+            self._top = top_of_kind(self.dominators()[0], self.graph.kinds)
+        return self._top
 
     def by_type(self) -> dict:
         """MethodTable -> [live objects, their bytes, what they retain]: a type's retained bytes are what its
         objects retain that no other object of the type already counts (MAT's retained heap of a class)."""
         g = self.graph
-        idom, retained, _ = self.dominators()
+        kept = self._layer("types")
+        if kept is not None:
+            counts, sizes, held = kept["counts"], kept["sizes"], kept["kept"]
+            return {int(g.types[i]): [int(counts[i]), int(sizes[i]), int(held[i])] for i in np.flatnonzero(counts)}
+        _, retained, _ = self.dominators()
         live = self.live
-        top = top_of_kind(idom, g.kinds)
+        top = self.tops
         k = len(g.types)
         counts, sizes, kept = (np.zeros(k, dtype=np.int64) for _ in range(3))
         for lo in range(0, g.count, _CHUNK):  # a chunk at a time: no copies as long as the nodes
@@ -179,4 +220,5 @@ class ObjectGraph:
             counts += np.bincount(kinds[alive], minlength=k)
             sizes += np.bincount(kinds[alive], weights=g.aligned[part][alive], minlength=k).astype(np.int64)
             kept += np.bincount(kinds[on_top], weights=retained[part][on_top], minlength=k).astype(np.int64)
+        self._keep("types", counts=counts, sizes=sizes, kept=kept)
         return {int(g.types[i]): [int(counts[i]), int(sizes[i]), int(kept[i])] for i in np.flatnonzero(counts)}

@@ -5,9 +5,11 @@ thousands of levels); without it, each level's neighbours are gathered at once w
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from .compiled import jit
+from .compiled import interpreted, jit
 
 
 def gather(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,6 +38,9 @@ def breadth_first(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray) ->
 #: a level of more nodes than this is gathered with numpy (its random reads overlap); a smaller one, in the
 #: compiled loop (a heap's long lists make levels of a few nodes, hundreds of thousands of them)
 NUMPY_LEVEL = 256
+#: edges the small levels follow as Python before numba is loaded for the rest (loading it takes about 0.5 s:
+#: a search that ends sooner, as one from an object to its roots mostly does, never loads it)
+PYTHON_EDGES = 200_000
 
 
 def levels(indptr: np.ndarray, indices: np.ndarray, parent: np.ndarray, dist: np.ndarray,
@@ -43,13 +48,17 @@ def levels(indptr: np.ndarray, indices: np.ndarray, parent: np.ndarray, dist: np
     """Breadth-first from ``frontier`` (sorted nodes, already in ``parent``): for each node reached, the node
     that reached it first (``parent``) and its level (``dist``: 1 for the frontier's neighbours)."""
     dist[frontier] = 0
-    small = jit(_small_levels, len(parent) + len(indices))
-    if small is _small_levels:  # run as Python: a level at a time with numpy instead
-        small = None
+    size = len(parent) + len(indices)
+    small = jit(_small_levels, size) if "numba" in sys.modules or interpreted(size) else None
+    budget = -1 if small is not None else PYTHON_EDGES  # -1: no limit
     level = 0
     while len(frontier):
-        if small is not None and len(frontier) <= NUMPY_LEVEL:
-            frontier, level = small(indptr, indices, parent, dist, frontier, level, NUMPY_LEVEL)
+        if len(frontier) <= NUMPY_LEVEL:
+            if small is None and budget <= 0:
+                small, budget = jit(_small_levels, size), -1
+            frontier, level, spent = (small or _small_levels)(indptr, indices, parent, dist, frontier, level,
+                                                              NUMPY_LEVEL, budget)
+            budget = budget - spent if budget >= 0 else budget
             continue
         level += 1
         src, dst = gather(indptr, indices, frontier)
@@ -60,13 +69,16 @@ def levels(indptr: np.ndarray, indices: np.ndarray, parent: np.ndarray, dist: np
         frontier = dst
 
 
-def _small_levels(indptr, indices, parent, dist, frontier, level, limit):  # pragma: no cover - compiled
-    """The levels after ``level`` while they hold at most ``limit`` nodes: (the next frontier, its level)."""
-    while 0 < len(frontier) <= limit:
+def _small_levels(indptr, indices, parent, dist, frontier, level, limit, budget):  # pragma: no cover - compiled
+    """The levels after ``level`` while they hold at most ``limit`` nodes and, ``budget`` not -1, fewer than
+    ``budget`` edges were followed: (the next frontier, its level, the edges followed)."""
+    spent = 0
+    while 0 < len(frontier) <= limit and (budget < 0 or spent < budget):
         level += 1
         following = np.empty(0, dtype=np.int64)
         count = 0
         for u in frontier:
+            spent += indptr[u + 1] - indptr[u]
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
                 if dist[v] < 0:
@@ -79,5 +91,4 @@ def _small_levels(indptr, indices, parent, dist, frontier, level, limit):  # pra
                     following[count] = v
                     count += 1
         frontier = np.sort(following[:count])
-    return frontier, level
-
+    return frontier, level, spent

@@ -70,6 +70,8 @@ class Statics:
         self._thread_map: dict | None = None
         self._by_type: dict | None = None
         self._thread_arrays: set | None = None
+        #: where the GC statics' bases are kept between runs (:class:`~.index.Note`: load() and save()), or None
+        self.note = None
 
     # --- the bases -------------------------------------------------------------------------------------------
 
@@ -98,6 +100,8 @@ class Statics:
     def _dlm_offsets(self) -> tuple[int, int] | None:
         """Where the Module keeps its DomainLocalModule and where that keeps m_pGCStatics: the first pair for which
         every GC static of the known types' modules holds null or an object of its type, one at least an object."""
+        if self._offsets is False and self.note is not None:
+            self._noted()
         if self._offsets is not False:
             return self._offsets
         self._offsets = None
@@ -335,13 +339,28 @@ class Statics:
 
     def _gc_bases(self) -> dict[int, list[int]]:
         """GC statics base -> the types whose statics begin there (a module's types share one before .NET 9)."""
+        if self._by_base is None and self.note is not None:
+            self._noted()
         if self._by_base is None:
             self._by_base = {}
             for mt in self.all_types():
                 gc, _ = self.bases(mt)
                 if gc:
                     self._by_base.setdefault(gc, []).append(mt)
+            if self.note is not None:
+                self.note.save({"bases": sorted(self._by_base.items()), "offsets": self._offsets})
         return self._by_base
+
+    def _noted(self) -> None:
+        """The bases and the DomainLocalModule's offsets as a run before found them (the note of the dump's index)."""
+        kept = self.note.load() if self.note is not None else None
+        if not isinstance(kept, dict):
+            return
+        bases, offsets = kept.get("bases"), kept.get("offsets", False)
+        if isinstance(bases, list) and all(isinstance(b, int) and isinstance(m, list) for b, m in bases) and (
+                offsets is None or offsets is False or (isinstance(offsets, list) and len(offsets) == 2)):
+            self._by_base = {b: [int(mt) for mt in m] for b, m in bases}
+            self._offsets = tuple(offsets) if isinstance(offsets, list) else offsets
 
     def arrays(self) -> set[int]:
         """The start of each object[] the GC statics are kept in (a module's before .NET 9, a type's after): the

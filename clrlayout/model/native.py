@@ -130,15 +130,15 @@ class NativeHeapView:
         Returns:
             For each node, the bytes of the native chunks owned by the objects it dominates (itself included).
         """
-        wanted = {int(n): 0 for n in nodes}
-        n = len(idom)
-        for row, node in owners.nodes.items():
-            size, v, steps = int(self.heap.size[row]), node, 0
-            while 0 <= v < n and steps < MAX_CHAIN:
-                if v in wanted:
-                    wanted[v] += size
-                v, steps = int(idom[v]), steps + 1
-        return wanted
+        return _dominated_bytes(self.owned(owners), idom, nodes)
+
+    def owned(self, owners: Owners) -> list[tuple[int, int]]:
+        """(owning node, bytes) of each chunk a live object owns.
+
+        Args:
+            owners: the chunks' owners (:meth:`owners_in`).
+        """
+        return [(node, int(self.heap.size[row])) for row, node in owners.nodes.items()]
 
     def by_owner(self) -> list[dict[str, Any]]:
         """Native bytes per owning managed type: objects, chunks, bytes; largest first."""
@@ -320,11 +320,33 @@ def retained_native_of(session: Session, og: ObjectGraph, nodes: Iterable[int]) 
     Returns:
         For each node, the native bytes the objects it dominates own; None where the dump has no native heap.
     """
-    view = native_heap_of(session)
-    if view is None:
-        return None
     idom, _, _ = og.dominators()
-    return view.retained_native(view.owners_in(og.graph, og.live), idom, nodes)
+    kept = og.layers.load("native") if og.layers is not None else None  # as a run before found them
+    if kept is not None:
+        if not kept["has"][0]:
+            return None
+        return _dominated_bytes(zip(kept["nodes"].tolist(), kept["sizes"].tolist()), idom, nodes)
+    before = (len(session.warnings), session.findings.count)
+    view = native_heap_of(session)
+    owned = view.owned(view.owners_in(og.graph, og.live)) if view is not None else []
+    if og.layers is not None and (len(session.warnings), session.findings.count) == before:  # a clean read only
+        og.layers.save("native", {"nodes": np.array([n for n, _ in owned], dtype=np.int64),
+                                  "sizes": np.array([b for _, b in owned], dtype=np.int64),
+                                  "has": np.array([view is not None])})
+    return _dominated_bytes(owned, idom, nodes) if view is not None else None
+
+
+def _dominated_bytes(owned: Iterable[tuple[int, int]], idom: np.ndarray, nodes: Iterable[int]) -> dict[int, int]:
+    """For each of ``nodes``: the bytes of the ``owned`` (node, bytes) pairs whose node it dominates."""
+    wanted = {int(n): 0 for n in nodes}
+    n = len(idom)
+    for node, size in owned:
+        v, steps = node, 0
+        while 0 <= v < n and steps < MAX_CHAIN:
+            if v in wanted:
+                wanted[v] += size
+            v, steps = int(idom[v]), steps + 1
+    return wanted
 
 
 def open_native(path: str, limits: Limits | None = None, assemblies: Iterable[str] = ()) -> NativeHeapView:

@@ -93,7 +93,13 @@ class RuntimeMemory:
                     f" (the other roots: roots={others})" if others else "")))
             if "_allocators" not in self.__dict__:
                 self._allocators = self.loader_allocators(self._heap_graph)
-            cache[key] = ObjectGraph(self._heap_graph, roots, key, self._allocators, exclusive)
+            og = ObjectGraph(self._heap_graph, roots, key, self._allocators, exclusive)
+            where = self.__dict__.get("_graph_index_path")
+            if where is not None:  # what is computed from it kept beside the graph's index (graph.index.Layers)
+                from ..graph.index import Layers
+
+                og.layers = Layers(where, og.roots_key, og.graph.count, len(og.indices), self.warnings.append)
+            cache[key] = og
         if exclusive:  # the graph is the caller's alone: the session forgets it (a later call builds it again)
             self.__dict__.pop("_heap_graph", None)
             self._graphs = {}
@@ -120,6 +126,7 @@ class RuntimeMemory:
             self.warnings.append(index.rejected)
         if found is not None:
             self.index_status = "loaded"
+            self._graph_index_path = index.path
             arrays, extra = found
             for mt in arrays["types"].tolist() + list(extra.get("method_tables", [])):  # what the walk met
                 self.mts.get(int(mt))  # (free space's MethodTable among them: no node has it)
@@ -135,6 +142,8 @@ class RuntimeMemory:
             self.index_status = "written" if index.save({name: getattr(graph, name) for name in (
                 "addresses", "kinds", "types", "aligned", "indptr", "indices")},
                 {"method_tables": sorted(self.mts.known())}) else "unwritable"
+            if self.index_status == "written":
+                self._graph_index_path = index.path
         return graph
 
     def _index_reader(self) -> str:
@@ -212,7 +221,34 @@ class RuntimeMemory:
             self._statics = Statics(self.dump.memory, self.layouts, self.names.module_of, self.contract, array_at,
                                     object_mt, is_a, self.layouts.universe,
                                     lambda mt: self.type_name(mt) == "System.Object[]", handle_objects)
+            self._statics.note = self._IndexNote(self, "statics")
         return self._statics
+
+    class _IndexNote:
+        """A note kept beside the dump's index (:class:`~clrlayout.graph.index.Note`) once the session has one:
+        none before its heap graph is loaded or written."""
+
+        def __init__(self, session, name: str):
+            self.session, self.name = session, name
+
+        def _note(self):
+            import hashlib
+
+            from ..graph.index import Note
+
+            where = self.session.__dict__.get("_graph_index_path")
+            if where is None:
+                return None
+            folders = hashlib.sha256("\0".join(self.session.assemblies).encode()).hexdigest()[:16]
+            return Note(where, f"{self.name}-{folders}", self.session.warnings.append)
+
+        def load(self):
+            note = self._note()
+            return note.load() if note is not None else None
+
+        def save(self, value) -> bool:
+            note = self._note()
+            return note.save(value) if note is not None else False
 
     def reference_fields(self, og, src: int, dst: int) -> list[str]:
         """How node ``src`` of the object graph ``og`` references node ``dst``: the name of each of its slots that

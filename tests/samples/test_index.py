@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from clrlayout.graph import build as build_module
-from clrlayout.graph.index import ARRAYS, GraphIndex, dump_key
+from clrlayout.graph.index import ARRAYS, LAYERS, GraphIndex, dump_key
 from tests.support.cli import run
 from tests.support.samples import SAMPLES
 
@@ -60,7 +60,7 @@ def test_the_index_answers_as_the_walk_does(dump, tmp_path, capsys, monkeypatch)
     where = tmp_path / "index"
     code, text, err = run(capsys, "index", str(dump), "--index", str(where))
     assert code == 0 and text.startswith("Written: ") and err == ""
-    (entry,) = [p for p in where.iterdir()]
+    (entry,) = list(where.iterdir())
     assert sorted(p.name for p in entry.iterdir()) == sorted([f"{n}.npy" for n in ARRAYS] + ["manifest.json"])
     _no_walk(monkeypatch)
     assert _answers(capsys, dump, "--index", str(where)) == walked
@@ -163,3 +163,69 @@ def test_the_manifest_says_what_each_file_holds(dump, tmp_path, capsys):
     for name, spec in meta["arrays"].items():
         a = np.load(entry / f"{name}.npy", mmap_mode="r")
         assert (str(a.dtype), list(a.shape)) == (spec["dtype"], spec["shape"])
+
+
+def _no_computation(monkeypatch):
+    """What the layers and notes keep may not be computed again: the reversed graph, the breadth-first tree, the
+    dominator tree and its per-type sums, the native owners, the statics' bases."""
+    from clrlayout.graph import objectgraph, statics
+    from clrlayout.model import native
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("computed again: the index's layer was not used")
+
+    for module, name in ((objectgraph, "releasing_dominator_tree"), (objectgraph, "reverse_graph"),
+                         (objectgraph, "breadth_first"), (objectgraph, "top_of_kind"), (native, "native_heap_of"),
+                         (statics.Statics, "all_types"), (statics.Statics, "_search")):
+        monkeypatch.setattr(module, name, refuse)
+
+
+def _layers(where):
+    (entry,) = list(where.iterdir())
+    return sorted(p for p in entry.iterdir() if p.name.startswith(("layer-", "note-")))
+
+
+def test_the_layers_answer_as_the_computation_does(dump, tmp_path, capsys, monkeypatch):
+    """The first commands keep what they computed from the graph for their roots (and the statics' bases); the
+    same commands after them read it, compute none of it, and answer byte for byte as before; other roots are
+    other layers."""
+    walked = _answers(capsys, dump, "--no-index")
+    where = tmp_path / "index"
+    assert _answers(capsys, dump, "--index", str(where)) == walked
+    names = {p.name.split("-")[1] for p in _layers(where)}
+    assert names == {"reverse", "parent", "dominators", "types", "native", "statics"}
+    assert len({p.name.rsplit("-", 1)[1] for p in _layers(where) if p.name.startswith("layer-")}) == 1  # one root set
+    with monkeypatch.context() as m:
+        _no_computation(m)
+        _no_walk(m)
+        assert _answers(capsys, dump, "--index", str(where)) == walked
+    handles = ["retained", str(dump), "--top", "5", "--format", "json", "--roots", "handles", "-q"]
+    code, alone, _ = run(capsys, *handles, "--no-index")
+    assert code == 0 and run(capsys, *handles, "--index", str(where))[1] == alone
+    assert len({p.name.rsplit("-", 1)[1] for p in _layers(where) if p.name.startswith("layer-")}) == 2
+
+
+def test_a_corrupt_layer_is_computed_again(dump, tmp_path, capsys):
+    """A byte changed in any file of any layer or note: it is not used (the command says so), the answer is the
+    computation's, and a good one is written in its place. One file of each layer at a time (they are
+    independent), until every file was damaged once."""
+    walked = _answers(capsys, dump, "--no-index")
+    where = tmp_path / "index"
+    _answers(capsys, dump, "--index", str(where))
+    layers = [[layer] if layer.is_file() else sorted(layer.iterdir()) for layer in _layers(where)]
+    assert sum(map(len, layers)) == sum(len(arrays) + 1 for arrays in LAYERS.values()) + 1  # and the note
+    rng = np.random.default_rng(47)
+    for round_ in range(max(map(len, layers))):
+        damaged = [files[round_] for files in layers if round_ < len(files)]
+        for f in damaged:
+            _flip(f, int(rng.integers(0, 1 << 20)))
+        out, said = [], ""
+        for command in COMMANDS[:3] + COMMANDS[4:]:  # every layer: retained, roots, refs, stats --dead
+            code, text, err = run(capsys, command[0], str(dump), *command[1:], "--index", str(where))
+            assert code == 0, err
+            out.append(text)
+            said += err
+        assert out == walked[:3] + walked[4:], damaged
+        assert said.count("was not used") == len(damaged), (damaged, said)
+    assert _answers(capsys, dump, "--index", str(where)) == walked
+    assert "not used" not in capsys.readouterr().err  # each written good again
