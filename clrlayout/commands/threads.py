@@ -13,9 +13,10 @@ from .common import _open, _preamble, _report, assemblies_option, out, quiet_opt
 @assemblies_option
 @quiet_option
 def threads(file, fmt, assemblies, quiet):
-    """The runtime's managed threads (!threads): OS and managed ids, name, GC mode, state (background, thread
-    pool, finalizer...) and the exception each last threw.  Read through the runtime's contract descriptor
-    (.NET 9 and later)."""
+    """The runtime's managed threads (!threads): OS and managed ids, name, GC mode, locks held (where the runtime
+    counts them: before .NET 8), state (background, thread pool, finalizer...) and the exception each last threw.
+    Read through the runtime's contract descriptor (.NET 9 and later), or at formats/thread-state.toml's offsets
+    (.NET Core 3.1 and .NET 8 on Linux)."""
     from ..model.threads import managed_threads
     from ..present.jsonout import dumps
     from ..present.text import hexaddr, table
@@ -41,11 +42,12 @@ def threads(file, fmt, assemblies, quiet):
                 f"Dead: {sum('Dead' in t.flags for t in found)}")
             rows = [[t.managed_id, f"{t.os_id:#x}", hexaddr(t.address, ptr), f"{t.state:#x}",
                      "Cooperative" if t.gc_mode == "cooperative" else "Preemptive",
+                     "-" if t.lock_count is None else t.lock_count,
                      ",".join(x for x in (t.special, *_shown(t.flags)) if x) or "-", t.name or "",
                      f"{t.exception['type']} {t.exception['address']:#x}" if t.exception else ""]
                     for t in found]
-            for line in table(["ID", "OSID", "ThreadOBJ", "State", "GC Mode", "Kind", "Name", "Exception"], rows,
-                              "rrllllll"):
+            for line in table(["ID", "OSID", "ThreadOBJ", "State", "GC Mode", "Locks", "Kind", "Name", "Exception"],
+                              rows, "rrlllrlll"):
                 out(line)
             if native:
                 out(f"Threads the runtime does not list (native only): {len(native)} "

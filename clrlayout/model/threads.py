@@ -40,11 +40,14 @@ class ThreadInfo:
     thread_object: int
     #: the exception the thread last threw: {"address", "type", "message"}, or None
     exception: dict[str, Any] | None
+    #: the locks it holds; None where the runtime does not count them (.NET 8 and later)
+    lock_count: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"os_id": self.os_id, "managed_id": self.managed_id, "address": self.address, "name": self.name,
                 "gc_mode": self.gc_mode, "state": self.state, "flags": list(self.flags), "special": self.special,
-                "frame": self.frame, "thread_object": self.thread_object, "exception": self.exception}
+                "frame": self.frame, "thread_object": self.thread_object, "exception": self.exception,
+                "lock_count": self.lock_count}
 
 
 def managed_threads(session: Session) -> list[ThreadInfo]:
@@ -73,7 +76,9 @@ def managed_threads(session: Session) -> list[ThreadInfo]:
             native, managed_id = fields.get("_DONT_USE_InternalThread"), fields.get("_managedThreadId")
             if isinstance(native, int) and native and isinstance(managed_id, int):
                 known[native] = (managed_id, o.address)
-        found = threads_by_layout(session.dump.memory, layout, known)
+        module = session.runtime.module
+        found = threads_by_layout(session.dump.memory, layout, known,
+                                  (module.base, module.base + module.size) if module is not None else None)
     else:
         found = read(session.dump.memory, contract)
     if isinstance(found, str):
@@ -91,7 +96,8 @@ def managed_threads(session: Session) -> list[ThreadInfo]:
                          "message": _string(heap, thrown.fields.get("_message"))}
         out.append(ThreadInfo(t.os_id, t.managed_id, t.address, name,
                               "cooperative" if t.preemptive_gc_disabled else "preemptive", t.state,
-                              tuple(t.flags()), t.special, t.frame, obj.address if obj is not None else 0, exception))
+                              tuple(t.flags()), t.special, t.frame, obj.address if obj is not None else 0, exception,
+                              t.lock_count))
     return out
 
 

@@ -32,6 +32,8 @@ class ManagedThread:
     last_thrown_handle: int
     #: "finalizer", "gc" (the runtime's special threads), or ""
     special: str = ""
+    #: the locks it holds (Thread::m_dwLockCount); None where the runtime does not count them (.NET 8 and later)
+    lock_count: int | None = None
 
     def flags(self) -> list[str]:
         """The names of the state bits set."""
@@ -79,7 +81,7 @@ def _read_threads(space, thread: dict, natives: list[int], special: dict) -> lis
             return f"a Thread of the runtime's list ({native:#x}) is not in the dump"
         out.append(ManagedThread(native, u32("Id"), word("OSId") & 0xFFFFFFFF, u32("State"),
                                  u32("PreemptiveGCDisabled"), word("Frame"), word("GCHandle"), word("LastThrownObject"),
-                                 special.get(native, "")))
+                                 special.get(native, ""), u32("LockCount") if "LockCount" in thread else None))
     return out
 
 
@@ -93,15 +95,22 @@ def layout_for(version: tuple[int, ...] | None, os: str) -> dict | None:
                  if e.get("os", os) == os and version_matches(e["versions"], version)), None)
 
 
+#: bytes past the end of the runtime module's segments searched for its globals (its .bss)
+BSS_SLACK = 1 << 20
+#: bytes of a ThreadStore before its list of threads at the most
+STORE_SPAN = 0x1000
 #: bytes of the memory around the known threads searched for the ThreadStore at the most
 MAX_STORE_SEARCH = 512 << 20
 
 
-def threads_by_layout(space, layout: dict, known: dict[int, tuple[int, int]]) -> list[ManagedThread] | str:
+def threads_by_layout(space, layout: dict, known: dict[int, tuple[int, int]],
+                      module: tuple[int, int] | None = None) -> list[ManagedThread] | str:
     """Before .NET 9: the runtime's threads in list order at the offsets of ``layout`` (:func:`layout_for`), or why
     not.  ``known``: native Thread -> (managed id, managed Thread object) of every managed Thread object of the heap
     (``_DONT_USE_InternalThread``, ``_managedThreadId``): the layout is used only if each of them holds its object's
-    id and a handle to it; the ThreadStore is the SList whose tail is where their links lead."""
+    id and a handle to it; the ThreadStore is the SList whose tail is where their links lead.  ``module``: the
+    runtime module's (base, end), where its table of DAC globals names the finalizer thread
+    (:func:`finalizer_thread`)."""
     import numpy as np
 
     thread, store_t = layout["Thread"], layout["ThreadStore"]
@@ -148,7 +157,47 @@ def threads_by_layout(space, layout: dict, known: dict[int, tuple[int, int]]) ->
         link = space.try_read_pointer(link)
     if not set(known) <= set(natives):
         return "the runtime's thread list does not hold every thread its managed Thread objects point at"
-    return _read_threads(space, thread, natives, {})
+    finalizer = finalizer_thread(space, module, store, layout.get("dac_table"), natives) if module else None
+    return _read_threads(space, thread, natives, {finalizer: "finalizer"} if finalizer else {})
+
+
+def finalizer_thread(space, module: tuple[int, int], store: int, table: dict | None, natives: list[int]) -> int | None:
+    """The finalizer thread before .NET 9, from the runtime's table of its DAC globals (``g_dacTable``, one entry
+    per global of dacvars.h; ``table``: its form and the entries of ``ThreadStore::s_pThreadStore`` and
+    ``g_pFinalizerThread``, formats/thread-state.toml): the variable that holds the ThreadStore's address (``store``
+    is its list of threads, a field of it) is looked for in the runtime module's memory, then the table by its
+    entry that leads there; the finalizer's entry is taken only if it leads to one of the list's threads
+    (``natives``).  None where any of it is not found."""
+    import numpy as np
+
+    if not table or table.get("form") not in ("rva32", "address"):
+        return None
+    rva = table["form"] == "rva32"
+    width, dtype = (4, "<u4") if rva else (8, "<u8")
+    base, end = module
+    end += BSS_SLACK  # the module's zero-filled data (.bss: the globals) lies past its file's segments
+    memory = []
+    for lo, hi in space.iter_runs():  # the module's memory the dump holds
+        lo, hi = max(lo, base), min(hi, end)
+        if lo < hi and len(memory) < 64:
+            memory.append((lo, space.read_available(lo, min(hi - lo, 64 << 20))))
+    threads = set(natives)
+    for lo, data in memory:
+        words = np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")
+        near = (words <= np.uint64(store)) & (words >= np.uint64(max(0, store - STORE_SPAN)))
+        for i in np.flatnonzero(near).tolist()[:64]:
+            variable = lo + 8 * i  # ThreadStore::s_pThreadStore (the list is a field of it), if the table leads here
+            for _, data2 in memory:
+                entries = np.frombuffer(data2[: len(data2) // width * width], dtype=dtype)
+                wanted = variable - base if rva else variable
+                for k in np.flatnonzero(entries == wanted).tolist()[:8]:
+                    at = k - table["thread_store"] + table["finalizer"]
+                    if not 0 <= at < len(entries):
+                        continue
+                    found = space.try_read_pointer(base + int(entries[at]) if rva else int(entries[at]))
+                    if found in threads:
+                        return found
+    return None
 
 
 def thread_list(space, contract) -> list[int] | str:

@@ -3,7 +3,8 @@ list — address, managed and OS id, state bits, GC mode, Frame, the handle of t
 ISOSDacInterface::GetThreadData says, in the same order, the finalizer thread named as GetThreadStoreData names it;
 a thread's name and its last exception are read from the managed objects.  Before .NET 9 the runtime publishes no
 contract descriptor: on .NET Core 3.1 and .NET 8 the Thread's offsets of formats/thread-state.toml give the same
-answer (the finalizer thread not named); on 2.2 the command says why not and exits 4."""
+answer (the finalizer thread found through the runtime's table of DAC globals, the locks each thread holds where
+the runtime counts them: 3.1); on 2.2 the command says why not and exits 4."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _dac_threads(core: Path, dac: Path) -> dict:
 
 def test_threads_are_the_dacs(fresh_core, capsys):
     """.NET 9+: through the contract descriptor; .NET Core 3.1 and .NET 8: at formats/thread-state.toml's offsets,
-    the list found from the managed Thread objects (the finalizer thread then not named); 2.2: exit 4."""
+    the list found from the managed Thread objects, the finalizer from g_dacTable; 2.2: exit 4."""
     code, stdout, stderr = run_cli(capsys, "threads", str(fresh_core.path), "--format", "json")
     if fresh_core.runtime.startswith("2."):
         assert code == 4 and "contract descriptor" in stderr and fresh_core.runtime[:3] in stderr
@@ -45,17 +46,17 @@ def test_threads_are_the_dacs(fresh_core, capsys):
             (theirs["managed_id"], theirs["os_id"], theirs["state"] & 0xFFFFFFFF)
         assert (mine["gc_mode"] == "cooperative") == bool(theirs["preemptive_gc_disabled"])
         assert int(mine["frame"], 16) == theirs["frame"] & 0xFFFFFFFFFFFFFFFF
+        # the locks it holds where the runtime counts them (3.1); where it does not (8+), the DAC says 0xFFFFFFFF
+        assert mine["lock_count"] == (None if theirs["lock_count"] == 0xFFFFFFFF else theirs["lock_count"])
     from clrlayout.dump import open_dump
 
     with open_dump(str(fresh_core.path)) as dump:  # every thread of the core: the runtime's, or native only
         every = [t.id for t in dump.threads]
     native = json.loads(stdout)["native_threads"]
     assert sorted(native + [t["os_id"] for t in ours if t["os_id"]]) == sorted(every)
+    # through the contract descriptor (9+), or the runtime's table of DAC globals (3.1, 8)
     finalizer = [t for t in ours if t["special"] == "finalizer"]
-    if fresh_core.runtime.split(".")[0] in ("9", "10"):
-        assert [int(t["address"], 16) for t in finalizer] == [dac["finalizer"]]
-    else:  # no global names it without the contract descriptor
-        assert finalizer == []
+    assert [int(t["address"], 16) for t in finalizer] == [dac["finalizer"]]
     assert sum("Background" in t["flags"] for t in ours) == dac["background"]
 
 
