@@ -3,7 +3,7 @@
 ratio, each one's peak RSS and the HTML file's size.
 
     python bench/make_big_dump.py /tmp/big-graph.core --content graph     # the 10.6 M-object benchmark core
-    python bench/bench_report.py /tmp/big-graph.core [--runs 5]
+    python bench/bench_report.py /tmp/big-graph.core [--runs 5] [--no-index]
 """
 
 from __future__ import annotations
@@ -22,11 +22,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--no-index", action="store_true",
+                    help="both commands with --no-index (each walks the heap and computes its graph), not the index's "
+                         "graph and layers the warm-up runs write")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         html = Path(tmp) / "report.html"
-        commands = {"retained": [*CLRLAYOUT, "retained", args.dump, "--top", "5"],
-                    "report": [*CLRLAYOUT, "report", args.dump, "-o", str(html)]}
+        extra = ["--no-index"] if args.no_index else []
+        commands = {"retained": [*CLRLAYOUT, "retained", args.dump, "--top", "5", *extra],
+                    "report": [*CLRLAYOUT, "report", args.dump, "-o", str(html), *extra]}
         for cmd in commands.values():  # the dump's pages into the page cache, numba's caches loaded once
             timed(cmd)
         times, peaks = alternate(commands, args.runs)

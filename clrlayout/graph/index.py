@@ -35,7 +35,9 @@ import shutil
 import tempfile
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -282,11 +284,11 @@ class Note:
     """A small JSON answer kept beside the graph's index at ``path`` under ``name`` (what else it depends on, the
     assemblies' folders say, is in the name)."""
 
-    def __init__(self, path: Path, name: str, warn=None):
+    def __init__(self, path: Path, name: str, warn: Callable[[str], None] | None = None) -> None:
         self.where = path / f"note-{name}.json"
         self.warn = warn
 
-    def load(self):
+    def load(self) -> Any:
         """The value kept, or None (a bad one is removed, and said)."""
         if not self.where.is_file():
             return None
@@ -305,7 +307,7 @@ class Note:
                 pass
             return None
 
-    def save(self, value) -> bool:
+    def save(self, value: Any) -> bool:
         """Writes the value (atomically: a temporary file renamed); False when it could not be written."""
         if self.where.exists() or not self.where.parent.is_dir():
             return False
@@ -313,7 +315,8 @@ class Note:
         try:
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.where.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"format": FORMAT, "crc32": zlib.crc32(text.encode()), "value": value}, f, sort_keys=True)
+                # the value's keys in their order (what the caller made is given back as it was)
+                json.dump({"format": FORMAT, "crc32": zlib.crc32(text.encode()), "value": value}, f)
             os.rename(tmp, self.where)
             return True
         except OSError:

@@ -4,10 +4,13 @@ share of the live heap, and types whose such objects together do — each with i
 dominated child followed while it keeps most of its parent), a shortest chain from a root (statics named), the
 types retained under it and the native bytes it owns; with earlier dumps, the types that grew at every step;
 inspections (the finalization queue, the GC heap's free space, the native heap); and the dominator tree's top
-levels for the treemap.  Numbers only; the presenters format them."""
+levels for the treemap.  Numbers only; the presenters format them.  Where the dump has an index, a report (of one
+dump, its roots, threshold and depth) is kept beside it as a note, as MAT keeps its reports: asked again, it is
+read, not computed again."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +37,49 @@ TREE_CHILDREN, TREE_DEPTH = 12, 3
 
 def build(session: Session, earlier: Sequence[Session] = (), threshold: float = 0.10,
           kinds: tuple[str, ...] = ROOT_KINDS, top_types: int = 10) -> Row:
+    og = session.object_graph(kinds)
+    note = None
+    if og.layers is not None and not earlier:  # kept beside the dump's index, as MAT keeps its reports
+        from ..graph.index import Note
+
+        note = Note(og.layers.path, f"report-{og.roots_key}-{threshold!r}-{top_types}", session.warnings.append)
+        kept = note.load()
+        if isinstance(kept, dict):
+            return _decoded(kept)  # type: ignore[no-any-return]
+    before = (len(session.warnings), session.findings.count)
+    found = _build(session, og, earlier, threshold, kinds, top_types)
+    if note is not None and (len(session.warnings), session.findings.count) == before:  # a clean run's only
+        kept = _encoded(found)
+        if _decoded(json.loads(json.dumps(kept))) == found:  # what the note gives back is the report itself
+            note.save(kept)
+    return found
+
+
+def _encoded(value: Any) -> Any:
+    """A report as JSON holds it: bytes as {"$bytes": hex}."""
+    if isinstance(value, bytes):
+        return {"$bytes": value.hex()}
+    if isinstance(value, dict):
+        return {k: _encoded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_encoded(v) for v in value]
+    return value
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$bytes"} and isinstance(value["$bytes"], str):
+            return bytes.fromhex(value["$bytes"])
+        return {k: _decoded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decoded(v) for v in value]
+    return value
+
+
+def _build(session: Session, og: ObjectGraph, earlier: Sequence[Session], threshold: float,
+           kinds: tuple[str, ...], top_types: int) -> Row:
     from .heap import Heap
 
-    og = session.object_graph(kinds)
     idom, retained, count = og.dominators()  # first: liveness then comes from the tree, with no walk of its own
     g, live = og.graph, og.live
     n = g.count

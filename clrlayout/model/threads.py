@@ -27,7 +27,7 @@ class ThreadInfo:
     managed_id: int
     #: the runtime's native Thread
     address: int
-    #: Thread._name (None: unnamed, or its Thread object is not in the dump)
+    #: Thread._name (m_Name before .NET Core 3.0; None: unnamed, or its Thread object is not in the dump)
     name: str | None
     #: "cooperative" (in managed code: the GC waits for it) or "preemptive"
     gc_mode: str
@@ -73,7 +73,8 @@ def managed_threads(session: Session) -> list[ThreadInfo]:
         known = {}
         for o in session.objects_named("System.Threading.Thread"):
             fields = heap._object(o).fields
-            native, managed_id = fields.get("_DONT_USE_InternalThread"), fields.get("_managedThreadId")
+            native = fields.get("_DONT_USE_InternalThread", fields.get("DONT_USE_InternalThread"))  # 2.x: no "_"
+            managed_id = fields.get("_managedThreadId")
             if isinstance(native, int) and native and isinstance(managed_id, int):
                 known[native] = (managed_id, o.address)
         module = session.runtime.module
@@ -88,7 +89,7 @@ def managed_threads(session: Session) -> list[ThreadInfo]:
     out = []
     for t in found:
         obj = _object(heap, space.try_read_pointer(t.exposed_handle) if t.exposed_handle else 0)
-        name = _string(heap, obj.fields.get("_name")) if obj is not None else None
+        name = _string(heap, obj.fields.get("_name", obj.fields.get("m_Name"))) if obj is not None else None
         thrown = _object(heap, space.try_read_pointer(t.last_thrown_handle) if t.last_thrown_handle else 0)
         exception: dict[str, Any] | None = None
         if thrown is not None:

@@ -48,8 +48,8 @@ def managed_threads(space, contract) -> list[ManagedThread] | str:
     """The runtime's threads in list order, or why they cannot be read (a sentence)."""
     if contract is None or isinstance(contract, str):
         return contract or ("the runtime's threads are read through its contract descriptor (.NET 9 and later), or "
-                            "at the offsets formats/thread-state.toml gives for .NET Core 3.1 and .NET 8 on Linux; "
-                            "this runtime has neither")
+                            "at the offsets formats/thread-state.toml gives for .NET Core 2.2, 3.1 and .NET 8 on "
+                            "Linux; this runtime has neither")
     thread, store_type = contract.types.get("Thread", {}), contract.types.get("ThreadStore", {})
     missing = [f for f in FIELDS if f not in thread] + [f for f in ("FirstThreadLink",) if f not in store_type]
     if missing or "ThreadStore" not in contract.globals:

@@ -199,6 +199,19 @@ def test_the_layers_answer_as_the_computation_does(dump, tmp_path, capsys, monke
         _no_computation(m)
         _no_walk(m)
         assert _answers(capsys, dump, "--index", str(where)) == walked
+    report = ["report", str(dump), "--format", "json", "-q"]  # the report reads the same layers, and is kept
+    code, alone, _ = run(capsys, *report, "--no-index")
+    assert code == 0 and run(capsys, *report, "--index", str(where))[1] == alone
+    assert any(p.name.startswith("note-report-") for p in _layers(where))
+    page = ["report", str(dump), "-q", "-o"]
+    run(capsys, *page, str(tmp_path / "walked.html"), "--no-index")
+    with monkeypatch.context() as m:
+        from clrlayout.model import report as report_module
+
+        m.setattr(report_module, "_build", lambda *a, **k: (_ for _ in ()).throw(AssertionError("computed again")))
+        assert run(capsys, *report, "--index", str(where))[1] == alone
+        assert run(capsys, *page, str(tmp_path / "kept.html"), "--index", str(where))[0] == 0
+    assert (tmp_path / "kept.html").read_bytes() == (tmp_path / "walked.html").read_bytes()
     handles = ["retained", str(dump), "--top", "5", "--format", "json", "--roots", "handles", "-q"]
     code, alone, _ = run(capsys, *handles, "--no-index")
     assert code == 0 and run(capsys, *handles, "--index", str(where))[1] == alone
