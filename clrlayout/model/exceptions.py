@@ -149,6 +149,9 @@ class _MethodNamer:
             return None
         chunk = md - index_byte[0] * lay["alignment"] - lay["chunk_size"]
         mt = space.try_read_pointer(chunk + lay["chunk_method_table"])
+        if mt and lay.get("chunk_method_table_relative"):  # 2.x: an offset from the field (odd: an indirection)
+            at = chunk + lay["chunk_method_table"] + (mt & ~1)
+            mt = space.try_read_pointer(at) if mt & 1 else at & ((1 << 64) - 1)
         rng_bytes = space.try_read(chunk + lay["chunk_token_range"], 2)
         if not mt or rng_bytes is None:
             return None

@@ -62,7 +62,7 @@ def test_threads_are_the_dacs(fresh_core, capsys):
 def named_core(target_build, tmp_path_factory):
     from tests.support.native import owners_core
 
-    raw, truth, _ = owners_core(target_build, tmp_path_factory.mktemp("threads"), "10.0.0", True, tries=1)
+    raw, _, _ = owners_core(target_build, tmp_path_factory.mktemp("threads"), "10.0.0", True, tries=1)
     yield raw
     raw.unlink()
 
@@ -79,7 +79,8 @@ def test_names_and_exceptions_come_from_the_managed_objects(named_core, capsys):
     assert len(thrown) == 1 and thrown[0][0]["managed_id"] == 1  # the main thread, waiting in its catch
     assert thrown[0][0]["exception"]["type"] == "System.InvalidOperationException"
     assert thrown[0][0]["exception"]["message"] == "nativeowners: in flight"
-    assert all(mine["exception"] is None for mine, theirs in zip(ours, dac["threads"]) if not theirs["last_thrown_handle"])
+    assert all(mine["exception"] is None
+               for mine, theirs in zip(ours, dac["threads"]) if not theirs["last_thrown_handle"])
     code, stdout, _ = run_cli(capsys, "threads", str(named_core))
     assert code == 0 and "native-leaker" in stdout and stdout.startswith("ThreadCount: ")
 
@@ -135,3 +136,43 @@ def test_info_names_the_crash_and_its_exception(version, target_build, tmp_path,
 def test_a_running_process_dump_names_no_crash(named_core, capsys):
     code, stdout, _ = run_cli(capsys, "info", str(named_core), "--format", "json")
     assert code == 0 and json.loads(stdout)["crash"] is None
+
+
+@pytest.fixture(scope="module")
+def core_2_2(target_build, tmp_path_factory):
+    """The nativeowners target on .NET Core 2.2 (its main thread waiting in a catch, five frames deep)."""
+    from tests.support.native import owners_core
+
+    raw, _, _ = owners_core(target_build, tmp_path_factory.mktemp("threads-2.2"), "2.2.5", False, tries=1)
+    yield raw
+    raw.unlink()
+
+
+def test_net_core_2_2_s_exception_in_flight_and_frames_are_the_dacs(core_2_2, capsys):
+    """2.2 keeps the Thread's last thrown object 0x28 past its exposed object, as 3.1 does, and a MethodDescChunk's
+    MethodTable as an offset from the field: the exception in flight is the one whose handle GetThreadData gives,
+    and every frame of its stack trace is named as GetMethodDescName names it."""
+    import runtimes
+
+    dac = _dac_threads(core_2_2, runtimes.get("2.2.5").dac)
+    code, stdout, stderr = run_cli(capsys, "threads", str(core_2_2), "--format", "json")
+    assert code == 0, stderr
+    ours = json.loads(stdout)["threads"]
+    from clrlayout.dump import open_dump
+
+    with open_dump(str(core_2_2)) as dump:
+        for mine, theirs in zip(ours, dac["threads"], strict=True):
+            handle = theirs["last_thrown_handle"]
+            assert (mine["exception"] is None) == (not handle)
+            if handle:
+                assert int(mine["exception"]["address"], 16) == dump.memory.try_read_pointer(handle)
+                assert mine["exception"]["type"] == "System.InvalidOperationException"
+    code, stdout, stderr = run_cli(capsys, "pe", str(core_2_2), "--format", "json")
+    assert code == 0, stderr
+    (e,) = json.loads(stdout)["exceptions"]
+    mds = ",".join(f["method_desc"] for f in e["frames"])
+    r = subprocess.run([sys.executable, str(DAC), str(core_2_2), str(runtimes.get("2.2.5").dac), "--method-names", mds],
+                       capture_output=True, text=True, timeout=600)
+    names = json.loads(r.stdout)["method_names"]
+    assert [f["method"] for f in e["frames"]] == ["Program.Raise"] + ["Program.Through"] * 3 + ["Program.Main"]
+    assert [f["method"] for f in e["frames"]] == [names[f["method_desc"]].split("(")[0] for f in e["frames"]]
