@@ -36,26 +36,6 @@ def _named_at(session, address: int, mt: int) -> dict:
     return {"address": f"{address:#x}", "type": session.type_name(mt) or f"<unknown type, MT {mt:#x}>"}
 
 
-def _largest(values, top: int, chunk: int = 1 << 20) -> list[int]:
-    """The indexes of the ``top`` largest ``values``, largest first, the lowest index first among equals: a
-    chunk at a time (no copy of every value), each chunk's above its top-th largest and the lowest-indexed of
-    those equal to it."""
-    import numpy as np
-
-    found = []
-    for lo in range(0, len(values), chunk):
-        part = values[lo : lo + chunk]
-        if len(part) > top:
-            kth = np.partition(part, len(part) - top)[len(part) - top]
-            above = np.flatnonzero(part > kth)
-            found += [lo + above, lo + np.flatnonzero(part == kth)[: top - len(above)]]
-        else:
-            found.append(lo + np.arange(len(part)))
-    candidates = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-    order = np.lexsort((candidates, -values[candidates].astype(np.int64)))
-    return candidates[order][:top].tolist()
-
-
 def _object_node(session, og, address: int, quiet: bool = False) -> int:
     """The node of the object that holds ``address``; an address inside an object (not at its start) is said to
     be, free space is not an object (as ``object`` says)."""
@@ -230,7 +210,9 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         g = og.graph
         _, retained_bytes, retained_count = og.dominators(release=True)
         live = og.live
-        top_nodes = [node for node in _largest(retained_bytes, top) if live[node]]
+        from ..model.heap import largest
+
+        top_nodes = [node for node in largest(retained_bytes, top) if live[node]]
         largest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
                     int(retained_count[node]), node) for node in top_nodes]
         by_type = og.by_type()

@@ -310,6 +310,24 @@ def top_of_kind(idom: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     return _jit(_tops, n)(children_ptr, children, n, kinds, kind_count, idom)
 
 
+def largest(values, top: int, chunk: int = 1 << 20) -> list[int]:
+    """The indexes of the ``top`` largest ``values``, largest first, the lowest index first among equals: a
+    chunk at a time (no copy of every value), each chunk's above its top-th largest and the lowest-indexed of
+    those equal to it."""
+    found = []
+    for lo in range(0, len(values), chunk):
+        part = values[lo : lo + chunk]
+        if len(part) > top:
+            kth = np.partition(part, len(part) - top)[len(part) - top]
+            above = np.flatnonzero(part > kth)
+            found += [lo + above, lo + np.flatnonzero(part == kth)[: top - len(above)]]
+        else:
+            found.append(lo + np.arange(len(part)))
+    candidates = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((candidates, -values[candidates].astype(np.int64)))
+    return candidates[order][:top].tolist()
+
+
 def warm_up() -> None:
     """Each loop run once on a tiny graph, with the types of every real run (the heap graph's 4-byte node
     numbers and row bounds, 8-byte bounds past 2**31 references, 8-byte numbers past 2**31 nodes; sizes of 4

@@ -1,5 +1,9 @@
-"""The GC heap of the model: :class:`Heap` (segments, objects, strings, the object at an address) and
-:class:`HeapObject`, one class for every object (a string is an object whose type is System.String)."""
+"""The GC heap of the model: :class:`Heap` (segments, objects, strings, the object at an address),
+:class:`HeapObject`, one class for every object (a string is an object whose type is System.String), and the
+heap's object :class:`Graph`: what a leak hunter asks of a heap and a set of roots (Eclipse MAT's and ClrMD's
+questions) — references and referrers, why an object is alive, what it retains, the biggest retainers by object
+or by type — answered from the same object graph as ``refs``, ``roots`` and ``retained`` (and from the dump's
+index where it has one)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from ..graph.dominators import largest
 from ..graph.roots import ROOT_KINDS, Root
 from .types import ClrType
 
@@ -178,6 +185,15 @@ class Heap:
             self._graphs[key] = self._session.object_graph(key)
         return self._graphs[key]
 
+    def object_graph(self, roots: tuple[str, ...] = ROOT_KINDS) -> Graph:
+        """The heap's object graph with these root kinds, as the model asks it (:class:`~.graph.Graph`:
+        references, referrers, root paths, liveness, retained sizes, the biggest retainers).
+
+        Args:
+            roots: the root kinds ("handles", "finalizer", "stacks", "statics").
+        """
+        return Graph(self, roots)
+
     def referrers(self, obj: HeapObject | int) -> list[HeapObject]:
         """The objects that reference an object, each once, in heap order (``refs --to``).
 
@@ -278,3 +294,128 @@ class Heap:
         got = read_strings(self._session.dump.memory, self._session.profile, [obj.address],
                            obj.generation in ("loh", "poh"), Findings(0))
         return got[0].value if got else None
+
+
+@dataclass(frozen=True)
+class Retained:
+    """What an object would free if it became unreachable (its dominator subtree)."""
+
+    object: HeapObject
+    bytes: int  #: the bytes of the objects it dominates, its own included
+    objects: int  #: how many they are
+
+
+@dataclass(frozen=True)
+class TypeRetained:
+    """A type's live objects and what they retain together (MAT's retained heap of a class: an object another
+    of the type dominates is counted once)."""
+
+    type: ClrType
+    objects: int  #: its live objects
+    bytes: int  #: their bytes on the heap
+    retained: int  #: the bytes they retain together
+
+
+class Graph:
+    """The heap's object graph with the roots of ``roots`` (:meth:`Heap.object_graph`).
+
+    References and referrers do not depend on the roots: they never fail because a kind of root cannot be read
+    (.NET 9+ without its runtime's file, .NET Framework); liveness, root paths and retained sizes do, and raise
+    :class:`~clrlayout.errors.RootsNotFound` then.
+    """
+
+    def __init__(self, heap: Heap, roots: tuple[str, ...] = ROOT_KINDS) -> None:
+        self._heap = heap
+        self.root_kinds = tuple(roots)
+
+    def _rooted(self) -> ObjectGraph:
+        return self._heap.graph(self.root_kinds)
+
+    def _node(self, graph: ObjectGraph, obj: HeapObject | int) -> int | None:
+        node: int | None = graph.graph.node(obj if isinstance(obj, int) else obj.address)
+        return node
+
+    def references(self, obj: HeapObject | int) -> list[HeapObject]:
+        """The objects an object references, in slot order (a dependent handle's secondary after its primary's).
+
+        Args:
+            obj: the object, or its address.
+        """
+        graph = self._heap.graph(())
+        node = self._node(graph, obj)
+        if node is None:
+            return []
+        targets = graph.indices[graph.indptr[node]:graph.indptr[node + 1]].tolist()
+        return [self._heap._node_object(graph, int(t)) for t in targets]
+
+    def referrers(self, obj: HeapObject | int) -> list[HeapObject]:
+        """The objects that reference an object, each once, in heap order.
+
+        Args:
+            obj: the object, or its address.
+        """
+        return self._heap.referrers(obj)
+
+    def root_paths(self, obj: HeapObject | int, limit: int = 100) -> list[RootPath]:
+        """For each root that reaches an object (nearest first, at most ``limit``), a shortest chain to it.
+
+        Args:
+            obj: the object, or its address.
+            limit: the most roots answered.
+        """
+        return self._heap.root_paths(obj, self.root_kinds, limit)
+
+    @property
+    def roots(self) -> list[Root]:
+        """The roots: kind, object, address (handle, slot, stack word), thread."""
+        return list(self._rooted().roots.roots)
+
+    def is_live(self, obj: HeapObject | int) -> bool:
+        """Whether a root reaches an object.
+
+        Args:
+            obj: the object, or its address.
+        """
+        return self._heap.is_live(obj, self.root_kinds)
+
+    def retained(self, obj: HeapObject | int) -> Retained | None:
+        """What an object retains (None: no object there).
+
+        Args:
+            obj: the object, or its address.
+        """
+        graph = self._rooted()
+        node = self._node(graph, obj)
+        if node is None:
+            return None
+        _, size, count = graph.dominators()
+        return Retained(self._heap._node_object(graph, node), int(size[node]), int(count[node]))
+
+    def top_retainers(self, n: int = 20, by: str = "object") -> list[Retained] | list[TypeRetained]:
+        """The biggest retainers of the live heap, as ``retained`` lists them.
+
+        Args:
+            n: how many.
+            by: "object" (single objects, the biggest first, the lowest address among equals) or "type" (the
+                types whose live objects retain the most together, then by name).
+
+        Raises:
+            ValueError: ``by`` is neither.
+        """
+        graph = self._rooted()
+        _, size, count = graph.dominators()
+        if by == "object":
+            live = graph.live
+            return [Retained(self._heap._node_object(graph, node), int(size[node]), int(count[node]))
+                    for node in largest(size, n) if live[node]]
+        if by != "type":
+            raise ValueError(f"by={by!r}: 'object' or 'type'")
+        rows = [(self._heap.type_of(mt), c, s, r) for mt, (c, s, r) in graph.by_type().items()]
+        rows.sort(key=lambda row: (-row[3], row[0].name if row[0] is not None and row[0].name else ""))
+        return [TypeRetained(t, c, s, r) for t, c, s, r in rows[:n] if t is not None]
+
+    def live_totals(self) -> tuple[int, int]:
+        """(live objects, their bytes on the heap)."""
+        graph = self._rooted()
+        live = graph.live
+        return int(live.sum()), int(np.sum(graph.graph.aligned, where=live, dtype=np.int64))

@@ -121,3 +121,41 @@ def test_the_graph_api_is_the_commands(capsys):
         assert {"strong handle", "pinned handle", "stack (conservative)"} <= kinds
         assert sum(heap.is_live(o) for o in heap.objects()) == live["count"]
         assert not heap.is_live(int(truth["stack_local"]["address"], 16), roots=("handles", "finalizer"))
+
+
+def test_the_model_s_graph_is_the_commands(capsys):
+    """Heap.object_graph(): references and referrers as refs lists them, root paths as roots, retained as refs'
+    retained size, the biggest retainers by object and by type as retained --top, live totals as its Live line;
+    references answer where the roots asked for cannot be read."""
+    path = str(SAMPLES / manifest("graph")[0]["file"])
+    truth = {o["name"]: o for o in json.loads((SAMPLES / manifest("graph")[0]["truth"]).read_text())["objects"]}
+    chain = int(truth["chain"]["address"], 16)
+
+    def cli(*args):
+        assert main([*args, "--format", "json", "-q"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    refs, to = cli("refs", path, hex(chain)), cli("refs", path, "--to", hex(chain))
+    roots = cli("roots", path, hex(chain))
+    top, by_type = cli("retained", path, "--top", "7"), cli("retained", path, "--top", "7", "--by", "type")
+    with clrlayout.open(path) as dump:
+        graph = dump.runtime.heap.object_graph()
+        assert [hex(o.address) for o in graph.references(chain)] == [r["address"] for r in refs["references"]]
+        assert [hex(o.address) for o in graph.referrers(chain)] == [r["address"] for r in to["referenced_by"]]
+        paths = graph.root_paths(chain)
+        assert [p.root.kind for p in paths] == [p["root"]["kind"] for p in roots["paths"]]
+        assert [[hex(o.address) for o, _ in p.chain] for p in paths] == \
+            [[link["address"] for link in p["chain"]] for p in roots["paths"]]
+        kept = graph.retained(chain)
+        assert kept is not None and kept.bytes == refs["retained_size"] and graph.is_live(chain)
+        objects = graph.top_retainers(7)
+        assert [(hex(r.object.address), r.bytes, r.objects) for r in objects] == \
+            [(o["address"], o["retained_size"], o["retained_count"]) for o in top["objects"]]
+        types = graph.top_retainers(7, by="type")
+        assert [(t.type.name, t.objects, t.bytes, t.retained) for t in types] == \
+            [(t["name"], t["count"], t["size"], t["retained_size"]) for t in by_type["types"]]
+        assert graph.live_totals() == (top["live_objects"], top["live_bytes"])
+        with pytest.raises(ValueError):
+            graph.top_retainers(3, by="size")
+        assert graph.retained(1) is None
+        assert {r.kind for r in graph.roots} >= {"strong handle"}
