@@ -58,13 +58,19 @@ def test_threads_are_the_dacs(fresh_core, capsys):
     assert sum("Background" in t["flags"] for t in ours) == dac["background"]
 
 
-@pytest.fixture(scope="module")
-def named_core(target_build, tmp_path_factory):
+def _owners(target_build, tmp_path_factory, version: str, full: bool):
+    """The nativeowners target's core on ``version`` (its main thread waiting in a catch, five frames deep),
+    removed after the module's tests."""
     from tests.support.native import owners_core
 
-    raw, _, _ = owners_core(target_build, tmp_path_factory.mktemp("threads"), "10.0.0", True, tries=1)
+    raw, _, _ = owners_core(target_build, tmp_path_factory.mktemp(f"threads-{version}"), version, full, tries=1)
     yield raw
     raw.unlink()
+
+
+@pytest.fixture(scope="module")
+def named_core(target_build, tmp_path_factory):
+    yield from _owners(target_build, tmp_path_factory, "10.0.0", True)
 
 
 def test_names_and_exceptions_come_from_the_managed_objects(named_core, capsys):
@@ -140,12 +146,7 @@ def test_a_running_process_dump_names_no_crash(named_core, capsys):
 
 @pytest.fixture(scope="module")
 def core_2_2(target_build, tmp_path_factory):
-    """The nativeowners target on .NET Core 2.2 (its main thread waiting in a catch, five frames deep)."""
-    from tests.support.native import owners_core
-
-    raw, _, _ = owners_core(target_build, tmp_path_factory.mktemp("threads-2.2"), "2.2.5", False, tries=1)
-    yield raw
-    raw.unlink()
+    yield from _owners(target_build, tmp_path_factory, "2.2.5", False)
 
 
 def test_net_core_2_2_s_exception_in_flight_and_frames_are_the_dacs(core_2_2, capsys):
