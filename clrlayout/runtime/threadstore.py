@@ -97,6 +97,8 @@ def layout_for(version: tuple[int, ...] | None, os: str) -> dict | None:
 
 #: bytes past the end of the runtime module's segments searched for its globals (its .bss)
 BSS_SLACK = 1 << 20
+#: bytes of the runtime module read at the most for its table of DAC globals (libcoreclr.so is 7-8 MB)
+MAX_MODULE_READ = 64 << 20
 #: bytes of a ThreadStore before its list of threads at the most
 STORE_SPAN = 0x1000
 #: bytes of the memory around the known threads searched for the ThreadStore at the most
@@ -176,11 +178,12 @@ def finalizer_thread(space, module: tuple[int, int], store: int, table: dict | N
     width, dtype = (4, "<u4") if rva else (8, "<u8")
     base, end = module
     end += BSS_SLACK  # the module's zero-filled data (.bss: the globals) lies past its file's segments
-    memory = []
-    for lo, hi in space.iter_runs():  # the module's memory the dump holds
+    memory, budget = [], MAX_MODULE_READ
+    for lo, hi in space.iter_runs():  # the module's memory the dump holds (a bounded part of a hostile one's)
         lo, hi = max(lo, base), min(hi, end)
-        if lo < hi and len(memory) < 64:
-            memory.append((lo, space.read_available(lo, min(hi - lo, 64 << 20))))
+        if lo < hi and budget > 0:
+            memory.append((lo, space.read_available(lo, min(hi - lo, budget))))
+            budget -= min(hi - lo, budget)
     threads = set(natives)
     for lo, data in memory:
         words = np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")
