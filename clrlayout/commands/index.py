@@ -33,7 +33,8 @@ from .common import (
 def index(file, index_dir, kinds, quiet, heap, profile, assemblies):
     """Build the dump's heap graph once and keep it, for every graph command after this one; with it, what the
     graph commands compute from it for the roots (--roots, default all): the reversed references, the
-    breadth-first tree, the dominator tree with retained sizes, the per-type sums."""
+    breadth-first tree, the dominator tree with retained sizes, the per-type sums, the native chunks live objects
+    own; and where each module's statics begin."""
     ctx = click.get_current_context()
     ctx.meta["clrlayout.index"] = index_dir
     with _open(file, None, profile, heap, assemblies) as session:
@@ -54,5 +55,9 @@ def index(file, index_dir, kinds, quiet, heap, profile, assemblies):
             warn(f"no layers for the roots {','.join(kinds)}: {e}")
             return
         og.reverse, og.parent, og.by_type()  # each written as a layer when first computed (graph.index.Layers)
+        from ..model.native import retained_native_of
+
+        retained_native_of(session, og, [])  # the native chunks live objects own, where there is a native heap
+        session.statics().arrays()  # where each module's statics begin (a note: static fields named)
         out(f"Layers for the roots {','.join(kinds)}: {og.roots_key}")
 
