@@ -7,25 +7,15 @@ from __future__ import annotations
 import click
 
 from ..errors import RootsNotFound, UsageError
-from .common import (
-    _open,
-    _preamble,
-    _report,
-    assemblies_option,
-    heap_option,
-    out,
-    profile_option,
-    quiet_option,
-    roots_option,
-    warn,
-)
+from . import common
+from .common import _open, _preamble, _report, assemblies_option, heap_option, out, profile_option, quiet_option, warn
 
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--index", "index_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where to keep it (default: ~/.cache/clrlayout/index).")
-@roots_option
+@common.roots_option
 @quiet_option
 @heap_option
 @profile_option
