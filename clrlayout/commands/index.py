@@ -7,15 +7,15 @@ from __future__ import annotations
 import click
 
 from ..errors import RootsNotFound, UsageError
-from . import common
 from .common import _open, _preamble, _report, assemblies_option, heap_option, out, profile_option, quiet_option, warn
+from .common import roots_option as roots
 
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--index", "index_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where to keep it (default: ~/.cache/clrlayout/index).")
-@common.roots_option
+@roots
 @quiet_option
 @heap_option
 @profile_option
