@@ -213,7 +213,7 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         from ..model.heap import largest
 
         top_nodes = [node for node in largest(retained_bytes, top) if live[node]]
-        largest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
+        biggest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
                     int(retained_count[node]), node) for node in top_nodes]
         by_type = og.by_type()
         from ..model.native import retained_native_of
@@ -224,11 +224,11 @@ def retained(file, top, by, fmt, quiet, heap, profile, assemblies, kinds):
         handled = [r.object for r in og.roots.roots if r.kind.endswith("handle")]  # the statics arrays among them
         del og, g, live, retained_bytes, retained_count  # the graph is this command's alone: freed before naming
         release_freed()
-        statics = session.static_holders([a for a, *_ in largest], handled)
+        statics = session.static_holders([a for a, *_ in biggest], handled)
         objects = [{**_named_at(session, address, mt), "size": size, "retained_size": kept, "retained_count": count,
                     **({"native_bytes": native[node]} if native is not None else {}),
                     **({"static": statics[address]} if address in statics else {})}
-                   for address, mt, size, kept, count, node in largest]
+                   for address, mt, size, kept, count, node in biggest]
         # only the types that can be among the top are named (those retaining as much as the top-th, ties by name)
         least = sorted((row[2] for row in by_type.values()), reverse=True)[:top][-1:] or [0]
         types = {mt: [session.type_name(mt) or f"<unknown type, MT {mt:#x}>", *row] for mt, row in by_type.items()

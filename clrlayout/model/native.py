@@ -340,7 +340,7 @@ def _dominated_bytes(owned: Iterable[tuple[int, int]], idom: np.ndarray, nodes: 
     """For each of ``nodes``: the bytes of the ``owned`` (node, bytes) pairs whose node it dominates."""
     wanted = {int(n): 0 for n in nodes}
     n = len(idom)
-    for node, size in owned:
+    for node, size in owned if wanted else ():  # no node asked about: no chain to climb
         v, steps = node, 0
         while 0 <= v < n and steps < MAX_CHAIN:
             if v in wanted:

@@ -185,13 +185,13 @@ def finalizer_thread(space, module: tuple[int, int], store: int, table: dict | N
             memory.append((lo, space.read_available(lo, min(hi - lo, budget))))
             budget -= min(hi - lo, budget)
     threads = set(natives)
+    tables = [np.frombuffer(data[: len(data) // width * width], dtype=dtype) for _, data in memory]  # as entries
     for lo, data in memory:
         words = np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")
         near = (words <= np.uint64(store)) & (words >= np.uint64(max(0, store - STORE_SPAN)))
         for i in np.flatnonzero(near).tolist()[:64]:
             variable = lo + 8 * i  # ThreadStore::s_pThreadStore (the list is a field of it), if the table leads here
-            for _, data2 in memory:
-                entries = np.frombuffer(data2[: len(data2) // width * width], dtype=dtype)
+            for entries in tables:
                 wanted = variable - base if rva else variable
                 for k in np.flatnonzero(entries == wanted).tolist()[:8]:
                     at = k - table["thread_store"] + table["finalizer"]
