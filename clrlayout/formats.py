@@ -46,6 +46,7 @@ SCHEMAS: dict[str, dict] = {
     "allocator": {"arch": TABLE, "layouts": (TABLES, ("versions", "malloc_state", "malloc_par", "heap_info",
                                                        "tcache_counts"))},
     "thread-state": {"flags": TABLE, "layouts": (TABLES, ("versions", "Thread", "ThreadStore"))},
+    "stack-walk": {"layouts": (TABLES, ("versions", "source"))},
 }
 
 

@@ -156,6 +156,7 @@ TARGET_SOURCES = {
     "markers": ((TARGETS / "markers" / "Program.cs", TARGETS / "common" / "TargetRuntime.cs"), ("-unsafe",)),
     "nativeowners": ((TARGETS / "nativeowners" / "Program.cs",), ("-unsafe",)),
     "suspects": ((TARGETS / "suspects" / "Program.cs",), ()),
+    "stacks": ((TARGETS / "stacks" / "Program.cs",), ("-unsafe",)),
 }
 #: the assemblies built from those sources, in the repository: IL runs on every runtime, so a clone needs no C#
 #: compiler (mcs builds them byte for byte the same: tests/unit/test_targets.py rebuilds and compares them)

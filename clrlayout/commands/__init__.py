@@ -1,6 +1,7 @@
 """The commands of ``clrlayout``, one module each: its options, the model it asks, the presenter that writes the
 answer.  :mod:`clrlayout.cli` adds them to the group."""
 
+from .clrstack import clrstack
 from .diff import diff
 from .dump import dump
 from .fleet import fleet
@@ -20,6 +21,5 @@ from .trim import trim
 from .type import type_
 
 #: in the order ``clrlayout --help`` lists them (alphabetical, as click sorts them)
-COMMANDS = [info, dump, memory, native, object_, type_, stats, refs, roots, retained, index, threads, pe, report,
-            diff, fleet, trim, layout,
-            live]
+COMMANDS = [info, dump, memory, native, object_, type_, stats, refs, roots, retained, index, threads, clrstack, pe,
+            report, diff, fleet, trim, layout, live]

@@ -2,13 +2,15 @@
 the runtime recorded while it unwound (``Exception._stackTrace``: a header then one element per frame — IP, SP,
 MethodDesc, flags; dotnet/runtime src/coreclr/vm/excep.h ``StackTraceElement``, ``StackTraceArray``).  A frame's
 method is named through the runtime's MethodDesc (its chunk's MethodTable and the method's metadata token, at
-the offsets the contract descriptor gives: .NET 9 and later) and the MethodDef row of its module's metadata."""
+the offsets the contract descriptor gives: .NET 9 and later) and the MethodDef row of its module's metadata
+(:mod:`.methods`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClrLayoutError, ExitCode
+from .methods import MethodNamer
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -91,83 +93,10 @@ def _frames(session: Session, heap: Heap, address: object) -> list[dict[str, Any
         return []
     size = int.from_bytes(data[:8], "little")
     count = min(size, (len(data) - HEADER) // ELEMENT, MAX_FRAMES)
-    namer = _MethodNamer(session)
+    namer = MethodNamer(session)
     out = []
     for i in range(count):
         at = HEADER + i * ELEMENT
         ip, sp, md = (int.from_bytes(data[at + k : at + k + 8], "little") for k in (0, 8, 16))
         out.append({"ip": ip, "sp": sp, "method_desc": md, "method": namer.name(md)})
     return out
-
-
-class _MethodNamer:
-    """``Type.Method`` of a MethodDesc: its chunk's MethodTable and its MethodDef token, where the MethodDesc's
-    layout is known — the runtime's contract descriptor (.NET 9+), else formats/type-system.toml's
-    ``method_desc`` for the version (a RID taken only where the type owns that method)."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        version = session.runtime.version_tuple
-        contract = session.contract if session.runtime.flavor == "coreclr" and version and version >= (9,) else None
-        self.contract = contract if contract is not None and not isinstance(contract, str) else None
-        self.profile: dict[str, Any] | None = None
-        if self.contract is None and session.runtime.flavor == "coreclr" and version:
-            from ..formats import load
-            from ..runtime.profiles import version_matches
-
-            self.profile = next((m for m in load("type-system").get("method_desc", [])
-                                 if m["pointer_size"] == session.dump.memory.pointer_size
-                                 and version_matches(m["versions"], version)), None)
-
-    def _layout(self) -> tuple[dict[str, int], list[int]] | None:
-        """The offsets (chunk_index, token_remainder, alignment, chunk_size, chunk_method_table,
-        chunk_token_range) and the remainder widths to try."""
-        c = self.contract
-        if c is not None:
-            try:
-                desc, chunk_t = c.types["MethodDesc"], c.types["MethodDescChunk"]
-                return ({"chunk_index": desc["ChunkIndex"], "token_remainder": desc["Flags3AndTokenRemainder"],
-                         "alignment": int(c.globals["MethodDescAlignment"]), "chunk_size": chunk_t["!"],
-                         "chunk_method_table": chunk_t["MethodTable"],
-                         "chunk_token_range": chunk_t["FlagsAndTokenRange"]},
-                        [int(c.globals["MethodDescTokenRemainderBitCount"])])
-            except (KeyError, TypeError, ValueError):
-                return None
-        if self.profile is not None:
-            return self.profile, list(self.profile["remainder_bits"])
-        return None
-
-    def name(self, md: int) -> str | None:
-        found = self._layout() if md else None
-        if found is None:
-            return None
-        lay, widths = found
-        space = self.session.dump.memory
-        head = space.try_read(md, lay["token_remainder"] + 2)
-        index_byte = space.try_read(md + lay["chunk_index"], 1)
-        if head is None or index_byte is None:
-            return None
-        chunk = md - index_byte[0] * lay["alignment"] - lay["chunk_size"]
-        mt = space.try_read_pointer(chunk + lay["chunk_method_table"])
-        if mt and lay.get("chunk_method_table_relative"):  # 2.x: an offset from the field (odd: an indirection)
-            at = chunk + lay["chunk_method_table"] + (mt & ~1)
-            mt = space.try_read_pointer(at) if mt & 1 else at & ((1 << 64) - 1)
-        rng_bytes = space.try_read(chunk + lay["chunk_token_range"], 2)
-        if not mt or rng_bytes is None:
-            return None
-        flags3 = int.from_bytes(head[lay["token_remainder"]:lay["token_remainder"] + 2], "little")
-        rng = int.from_bytes(rng_bytes, "little")
-        type_name = self.session.type_name(mt)
-        image = self.session.names.image_of(mt)
-        metadata = image.metadata if image is not None else None
-        if type_name is None or metadata is None:
-            return None
-        typedef = self.session.names.token_of(mt) & 0xFFFFFF
-        for bits in widths:
-            rid = ((rng & ((1 << (24 - bits)) - 1)) << bits) | (flags3 & ((1 << bits) - 1))  # range, remainder
-            if self.contract is None and metadata.method_owner(rid) != typedef:
-                continue  # not this width: the type does not own that method
-            method = metadata.method_name(rid)
-            if method is not None:
-                return f"{type_name}.{method}"
-        return None

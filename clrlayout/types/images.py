@@ -165,6 +165,11 @@ class ManagedImages(LooseImages):
         self._files[path] = found
         return found
 
+    def file(self, path: str) -> _File | None:
+        """The file a mapping names (``read(offset, size)``), on disk at its path or by its name under
+        --assemblies; None where neither has it."""
+        return self._file(path)
+
     def close(self) -> None:
         for f in self._files.values():
             if f is not None:

@@ -127,6 +127,14 @@ class Metadata:
         except Exception:  # a damaged string heap
             return None
 
+    def method_signature(self, rid: int) -> bytes | None:
+        """The signature blob of MethodDef row ``rid`` (None when it is not there)."""
+        row = self._table_row("MethodDef", rid)
+        try:
+            return None if row is None or row.Signature is None else bytes(row.Signature.value)
+        except Exception:
+            return None
+
     def method_owner(self, rid: int) -> int | None:
         """The TypeDef (its RID) whose method list holds MethodDef row ``rid``, None when no type's does."""
         if self._method_starts is None:

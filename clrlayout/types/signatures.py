@@ -90,6 +90,19 @@ def field_signature(data: bytes) -> Sig:
     return _type(r, 0)
 
 
+def method_signature(data: bytes) -> tuple[Sig, tuple[Sig, ...]]:
+    """The return type and the parameters' types of a MethodDef's signature blob (II.23.2.1)."""
+    r = _Reader(bytes(data))
+    call = r.byte()
+    if call & 0x10:  # generic: its number of type parameters
+        r.compressed()
+    count = r.compressed()
+    if count > 1024:
+        raise SignatureError("implausible number of parameters")
+    returns = _type(r, 0)
+    return returns, tuple(_type(r, 0) for _ in range(count))
+
+
 def type_spec(data: bytes) -> Sig:
     """The type of a TypeSpec blob."""
     return _type(_Reader(bytes(data)), 0)

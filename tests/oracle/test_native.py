@@ -266,13 +266,14 @@ def test_pe_names_every_frame_as_the_dac_does(owners_made, capsys):
     assert code == 0, stderr
     (e,) = json.loads(stdout)["exceptions"]
     frames = e["frames"]
-    assert [f["method"] for f in frames] == ["Program.Raise"] + ["Program.Through"] * 3 + ["Program.Main"]
+    assert [f["method"] for f in frames] == \
+        ["Program.Raise(System.String)"] + ["Program.Through(Int32)"] * 3 + ["Program.Main(System.String[])"]
     oracle = Path(__file__).resolve().parents[1] / "support" / "dac_oracle.py"
     r = subprocess.run([sys.executable, str(oracle), str(raw), str(runtimes.get(version).dac), "--method-names",
                         ",".join(f["method_desc"] for f in frames)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     names = json.loads(r.stdout)["method_names"]
-    assert [f["method"] for f in frames] == [names[f["method_desc"]].split("(")[0] for f in frames]
+    assert [f["method"] for f in frames] == [names[f["method_desc"]] for f in frames]
     code, stdout, stderr = run_cli(capsys, "pe", str(raw), "--format", "json")  # the exception in flight
     assert code == 0, stderr
     assert [e["address"] for e in json.loads(stdout)["exceptions"]] == [thrown]

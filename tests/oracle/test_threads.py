@@ -104,8 +104,8 @@ def test_pe_is_the_exception_in_flight_with_its_frames_named_as_the_dac_names_th
     r = subprocess.run([sys.executable, str(DAC), str(named_core), str(runtimes.get("10.0.0").dac),
                         "--method-names", mds], capture_output=True, text=True, timeout=600)
     names = json.loads(r.stdout)["method_names"]
-    assert [f["method"] for f in e["frames"]] == [names[f["method_desc"]].split("(")[0] for f in e["frames"]]
-    assert e["frames"][-1]["method"] == "Program.Main"
+    assert [f["method"] for f in e["frames"]] == [names[f["method_desc"]] for f in e["frames"]]
+    assert e["frames"][-1]["method"] == "Program.Main(System.String[])"
     code, stdout, _ = run_cli(capsys, "pe", str(named_core), e["address"])
     assert code == 0 and "Exception type:   System.InvalidOperationException" in stdout and "Program.Main" in stdout
     code, _, stderr = run_cli(capsys, "pe", str(named_core), hex(int(e["address"], 16) + 8))
@@ -175,5 +175,6 @@ def test_net_core_2_2_s_exception_in_flight_and_frames_are_the_dacs(core_2_2, ca
     r = subprocess.run([sys.executable, str(DAC), str(core_2_2), str(runtimes.get("2.2.5").dac), "--method-names", mds],
                        capture_output=True, text=True, timeout=600)
     names = json.loads(r.stdout)["method_names"]
-    assert [f["method"] for f in e["frames"]] == ["Program.Raise"] + ["Program.Through"] * 3 + ["Program.Main"]
-    assert [f["method"] for f in e["frames"]] == [names[f["method_desc"]].split("(")[0] for f in e["frames"]]
+    assert [f["method"] for f in e["frames"]] == \
+        ["Program.Raise(System.String)"] + ["Program.Through(Int32)"] * 3 + ["Program.Main(System.String[])"]
+    assert [f["method"] for f in e["frames"]] == [names[f["method_desc"]] for f in e["frames"]]

@@ -87,7 +87,8 @@ def run_all(path: Path, capsys) -> None:
     for args in (["info", str(path), "--format", "json", "-q"], ["dump", str(path), "--format", "jsonl", "-q"],
                  ["memory", str(path), "--format", "json", "-q"], ["native", str(path), "--format", "json", "-q"],
                  ["threads", str(path), "--format", "json", "-q"], ["report", str(path), "--format", "json", "-q"],
-                 ["retained", str(path), "--format", "json", "-q"], ["pe", str(path), "--format", "json", "-q"]):
+                 ["retained", str(path), "--format", "json", "-q"], ["pe", str(path), "--format", "json", "-q"],
+                 ["clrstack", str(path), "--format", "json", "-q"]):
         run_command(args, path, capsys)
 
 

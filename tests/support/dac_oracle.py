@@ -172,7 +172,8 @@ VISITHEAP = ctypes.CFUNCTYPE(None, c_uint64, ctypes.c_size_t, c_int32)
 
 # ISOSDacInterface vtable slots (IUnknown is 0-2; sospriv.idl order, as ClrMD's ISOSDacVTable lists it)
 SOS = {"GetThreadStoreData": 3, "GetAppDomainStoreData": 4, "GetAppDomainList": 5, "GetAppDomainData": 6,
-       "GetModuleData": 13, "GetThreadData": 17, "GetMethodDescName": 22, "GetJitManagerList": 27, "GetObjectData": 33, "GetObjectStringData": 34,
+       "GetModuleData": 13, "GetThreadData": 17, "GetMethodDescPtrFromIP": 21, "GetMethodDescName": 22,
+       "GetMethodDescPtrFromFrame": 23, "GetCodeHeaderData": 26, "GetJitManagerList": 27, "GetFrameName": 43, "GetObjectData": 33, "GetObjectStringData": 34,
        "GetMethodTableName": 36, "GetMethodTableData": 37, "GetMethodTableFieldData": 39, "GetFieldDescData": 42,
        "GetGCHeapData": 46, "GetGCHeapList": 47, "GetGCHeapDetails": 48, "GetGCHeapStaticData": 49,
        "GetHeapSegmentData": 50, "GetDomainLocalModuleDataFromModule": 57,
@@ -215,6 +216,16 @@ MEMORY_ENUM = {"Next": 6}
 #: ISOSHandleEnum: the same, its Next gives SOSHandleData
 HANDLE_ENUM = {"Next": 6}
 STACK_REF_ENUM = {"Next": 6}
+#: IXCLRDataProcess (xclrdata.idl, as ClrMD's IXCLRDataProcessVTable lists it), IXCLRDataTask, IXCLRDataStackWalk
+XCLR_PROCESS = {"GetTaskByOSThreadID": 7}
+XCLR_TASK = {"CreateStackWalk": 11}
+XCLR_STACK_WALK = {"GetContext": 3, "Next": 5, "Request": 9}
+#: CLRDATA_SIMPFRAME_UNRECOGNIZED | MANAGED_METHOD | RUNTIME_MANAGED_CODE | RUNTIME_UNMANAGED_CODE (ClrMD's 0xf)
+STACK_WALK_ALL = 0xF
+#: DACSTACKPRIV_REQUEST_FRAME_DATA: the explicit Frame the walk is on (0: a managed frame)
+REQUEST_FRAME_DATA = 0xF0000000
+#: CONTEXT_AMD64 | CONTEXT_CONTROL | CONTEXT_INTEGER | CONTEXT_SEGMENTS | CONTEXT_FLOATING_POINT
+CONTEXT_AMD64_FULL = 0x10001F
 
 
 class SOSHandleData(ctypes.Structure):
@@ -480,7 +491,8 @@ class Oracle:
         hr = create(byref(IID_IXCLRDataProcess), ctypes.addressof(self.target.target), byref(out))
         if hr != S_OK:
             raise SystemExit(f"CLRDataCreateInstance failed: {hr & 0xFFFFFFFF:#x}")
-        process = Interface(out.value, {})
+        process = Interface(out.value, XCLR_PROCESS)
+        self.process = process
         self.sos = process.query(IID_ISOSDacInterface, SOS)
         if self.sos is None:
             raise SystemExit("no ISOSDacInterface")
@@ -619,8 +631,8 @@ class Oracle:
                            argtypes=[c_uint64, c_uint32, c_void_p, c_void_p])
         if hr != S_OK:
             return None
-        n = max(0, min(needed.value, 4096) - 1)
-        return buf.raw[: 2 * n].decode("utf-16-le", "surrogatepass")
+        n = max(0, min(needed.value, 4096))  # GetFrameName counts no terminator, the others do
+        return buf.raw[: 2 * n].decode("utf-16-le", "surrogatepass").split("\0", 1)[0]
 
     def name(self, mt: int) -> str | None:
         return self._text("GetMethodTableName", mt)
@@ -906,6 +918,57 @@ def stack_references(o: "Oracle") -> list:
     return found
 
 
+def stacks(o: "Oracle") -> list:
+    """Each managed thread's stack as the DAC walks it (IXCLRDataTask::CreateStackWalk from the core's registers,
+    as ClrMD and SOS's ``!clrstack`` do): per frame its IP and SP, the explicit Frame's address (0: a managed frame,
+    its MethodDesc from GetMethodDescPtrFromIP) or the Frame's name (GetFrameName of its vtable or identifier) and
+    MethodDesc (GetMethodDescPtrFromFrame), and the method's name (GetMethodDescName)."""
+    out = []
+    for thread, t in _managed_threads(o):
+        frames: list = []
+        entry = {"thread": thread, "os_id": t.OSThreadId, "frames": frames}
+        out.append(entry)
+        task = c_void_p()
+        if not t.OSThreadId or o.process.call("GetTaskByOSThreadID", c_uint32(t.OSThreadId), byref(task),
+                                              argtypes=[c_uint32, c_void_p]) != S_OK or not task.value:
+            entry["error"] = "no task"
+            continue
+        walk = c_void_p()
+        if Interface(task.value, XCLR_TASK).call("CreateStackWalk", c_uint32(STACK_WALK_ALL), byref(walk),
+                                                 argtypes=[c_uint32, c_void_p]) != S_OK or not walk.value:
+            entry["error"] = "no stack walk"
+            continue
+        w = Interface(walk.value, XCLR_STACK_WALK)
+        for _ in range(10_000):
+            ctx = ctypes.create_string_buffer(CONTEXT_AMD64_SIZE)
+            size = c_uint32()
+            if w.call("GetContext", c_uint32(CONTEXT_AMD64_FULL), c_uint32(CONTEXT_AMD64_SIZE), byref(size), ctx,
+                      argtypes=[c_uint32, c_uint32, c_void_p, c_void_p]) != S_OK:
+                entry["error"] = "no context"
+                break
+            ip = int.from_bytes(ctx.raw[CONTEXT_AMD64["Rip"]:CONTEXT_AMD64["Rip"] + 8], "little")
+            sp = int.from_bytes(ctx.raw[CONTEXT_AMD64["Rsp"]:CONTEXT_AMD64["Rsp"] + 8], "little")
+            frame = c_uint64(0)
+            if w.call("Request", c_uint32(REQUEST_FRAME_DATA), c_uint32(0), None, c_uint32(8), byref(frame),
+                      argtypes=[c_uint32, c_uint32, c_void_p, c_uint32, c_void_p]) != S_OK:
+                frame.value = 0
+            md = c_uint64(0)
+            name = None
+            if frame.value:
+                ident = int.from_bytes(o.core.read(frame.value, 8), "little")
+                name = o._text("GetFrameName", ident)
+                if o.sos.call("GetMethodDescPtrFromFrame", c_uint64(frame.value), byref(md),
+                              argtypes=[c_uint64, c_void_p]) != S_OK:
+                    md.value = 0
+            elif o.sos.call("GetMethodDescPtrFromIP", c_uint64(ip), byref(md), argtypes=[c_uint64, c_void_p]) != S_OK:
+                md.value = 0
+            frames.append({"ip": ip, "sp": sp, "frame": frame.value, "frame_name": name, "method_desc": md.value,
+                           "method": o.method_name(md.value) if md.value else None})
+            if w.call("Next") != S_OK:
+                break
+    return out
+
+
 def threads(o: Oracle) -> dict:
     """The runtime's thread list as ISOSDacInterface::GetThreadStoreData / GetThreadData give it."""
     store = o._get("GetThreadStoreData", ThreadStoreData)
@@ -932,6 +995,7 @@ def main(argv) -> int:
     ap.add_argument("--collectible", action="store_true")
     ap.add_argument("--statics", default=None, help="comma list of MethodTables: their statics' bases")
     ap.add_argument("--threads", action="store_true")
+    ap.add_argument("--stacks", action="store_true", help="each managed thread's frames as the DAC walks them")
     ap.add_argument("--thread-statics", default=None, help="comma list of MethodTables: their modules' thread "
                     "statics on every thread (before .NET 9)")
     ap.add_argument("--method-names", default=None, help="comma list of MethodDescs: their names")
@@ -969,6 +1033,8 @@ def main(argv) -> int:
         result["statics"] = statics(o, [int(m, 0) for m in args.statics.split(",")])
     if args.threads:
         result["threads"] = threads(o)
+    if args.stacks:
+        result["stacks"] = stacks(o)
     if args.thread_statics:
         result["thread_statics"] = thread_statics(o, [int(m, 0) for m in args.thread_statics.split(",")])
     if args.method_names:

@@ -69,6 +69,17 @@ def types_core(build: Path, work: Path, version: str) -> FreshCore:
     return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), runtime.dac, version, "workstation")
 
 
+def stacks_core(build: Path, work: Path, version: str, server: bool, full: bool) -> FreshCore:
+    """The stacks target (sample_dumps/targets/stacks: threads stopped in managed code, a P/Invoke, runtime
+    waits, catch and finally funclets, generic code) on a real runtime, dumped by its createdump (``full``: every
+    mapping; else its default heap dump, which leaves the modules' code out)."""
+    work.mkdir(parents=True, exist_ok=True)
+    runtime = runtimes.get(version)
+    raw, truth = make_dumps.make_linux(build, work, server=server, runtime=runtime, target="stacks", full=full)
+    return FreshCore(raw, json.loads(truth.read_text(encoding="utf-8")), runtime.dac, version,
+                     "server" if server else "workstation")
+
+
 def python_host_core(work: Path, iterations: int = 8000) -> FreshCore:
     """Python hosting CoreCLR 3.1.23 through pythonnet (tests/support/python_host.py), dumped by createdump."""
     work.mkdir(parents=True, exist_ok=True)

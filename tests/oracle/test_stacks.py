@@ -1,0 +1,101 @@
+"""``clrlayout clrstack`` against the runtime's own DAC (issue 49, items 2 and 6): on fresh .NET 10 cores of the
+stacks target — threads spinning in managed code, in a P/Invoke, waiting in the runtime, inside a catch and a
+finally funclet, holding a lock, twelve frames deep in a generic method of a generic type — under both GCs, as a
+full core and as createdump's default heap dump (which leaves the modules' code out: their unwind data is read
+from the files, as the DAC reads them), every frame the DAC's stack walk (IXCLRDataStackWalk, as SOS's !clrstack
+walks) gives is ours: stack pointer, instruction pointer, explicit Frame and its type, MethodDesc, and the method's
+name as GetMethodDescName prints it — no frame more, none less.  Runtimes before .NET 9 publish no contract
+descriptor: their stacks are not walked, and clrstack says so (exit 4) instead of guessing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run as run_cli
+
+pytestmark = pytest.mark.oracle
+
+DAC = Path(__file__).resolve().parents[1] / "support" / "dac_oracle.py"
+
+
+@pytest.fixture(scope="module", params=[(gc, full) for gc in ("workstation", "server") for full in (False, True)],
+                ids=lambda p: f"10.0.0-{p[0]}-{'full' if p[1] else 'heap'}")
+def stacks_core(request, target_build, tmp_path_factory):
+    from tests.support.fresh import stacks_core as make
+
+    gc, full = request.param
+    core = make(target_build, tmp_path_factory.mktemp("stacks"), "10.0.0", gc == "server", full)
+    yield core
+    core.path.unlink()
+
+
+def _dac_stacks(core) -> list:
+    r = subprocess.run([sys.executable, str(DAC), str(core.path), str(core.dac), "--stacks"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)["stacks"]
+
+
+def test_every_frame_is_the_dacs(stacks_core, capsys):
+    code, stdout, stderr = run_cli(capsys, "clrstack", str(stacks_core.path), "--format", "json")
+    assert code == 0, stderr
+    assert "warning" not in stderr
+    ours = json.loads(stdout)["threads"]
+    dac = _dac_stacks(stacks_core)
+    assert [t["os_id"] for t in ours] == [t["os_id"] for t in dac]
+    frames = 0
+    for mine, theirs in zip(ours, dac):
+        assert mine["error"] is None and "error" not in theirs
+        assert [(int(f["sp"], 16), int(f["ip"], 16), int(f["frame"], 16), f["frame_name"] or None,
+                 int(f["method_desc"], 16), f["method"]) for f in mine["frames"]] == \
+            [(f["sp"], f["ip"], f["frame"], f["frame_name"], f["method_desc"], f["method"])
+             for f in theirs["frames"]]
+        frames += len(theirs["frames"])
+    assert frames > 60
+    # each thread of the target where its code left it
+    by_name = {t["name"]: [f["method"] for f in t["frames"] if f["kind"] == "managed"] for t in ours}
+    truth = {t["name"]: t["managed_id"] for t in stacks_core.truth["threads"]}
+    assert {t["name"]: t["managed_id"] for t in ours if t["name"] in truth} == truth
+    assert by_name["spinning"][0] == "Program.Spin()"
+    assert by_name["pinvoke"][:1] == ["Program.InNative()"]
+    assert [f["frame_name"] for f in next(t for t in ours if t["name"] == "pinvoke")["frames"]][:2] == \
+        ["InlinedCallFrame"] * 2
+    assert by_name["catch"].count("Program.InCatch()") == 2  # the funclet, then its method below the throw
+    assert by_name["finally"].count("Program.InFinally()") == 2
+    generic = [m for m in by_name["generic"] if m.startswith("Worker`1")]
+    assert len(generic) == 13 and generic[0] == (
+        "Worker`1[[System.__Canon, System.Private.CoreLib]].Descend[[System.Int64, System.Private.CoreLib]]"
+        "(Int32, Int32 ByRef, System.__Canon[], Int64, Int32*, System.Collections.Generic.Dictionary`2"
+        "<System.String,System.Collections.Generic.List`1<Int64>>)")
+    (main,) = [t for t in ours if t["managed_id"] == stacks_core.truth["main_managed_id"]]
+    assert [f["method"] for f in main["frames"] if f["kind"] == "managed"][-2:] == \
+        ["System.Console.ReadLine()", "Program.Main(System.String[])"]
+
+
+def test_one_thread_and_the_table(stacks_core, capsys):
+    code, stdout, _ = run_cli(capsys, "clrstack", str(stacks_core.path), "--format", "json")
+    pinvoke = next(t for t in json.loads(stdout)["threads"] if t["name"] == "pinvoke")
+    code, stdout, stderr = run_cli(capsys, "clrstack", str(stacks_core.path), hex(pinvoke["os_id"]))
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0] == f'OS Thread Id: {pinvoke["os_id"]:#x} ({pinvoke["managed_id"]}) "pinvoke"'
+    assert f"{int(pinvoke['frames'][2]['sp'], 16):016X} {int(pinvoke['frames'][2]['ip'], 16):016X} " \
+        "Program.InNative()" in lines
+    assert len([ln for ln in lines if ln.strip()]) == 2 + len(pinvoke["frames"])
+    code, _, stderr = run_cli(capsys, "clrstack", str(stacks_core.path), "0x1")
+    assert code == 2 and "no managed thread has the OS id 0x1" in stderr
+
+
+def test_older_runtimes_say_they_are_not_walked(fresh_core, capsys):
+    code, stdout, stderr = run_cli(capsys, "clrstack", str(fresh_core.path))
+    if fresh_core.runtime.startswith("10."):
+        assert code == 0, stderr
+        assert "Program.Main(System.String[])" in stdout
+    else:
+        assert code == 4 and stdout == ""
+        assert "contract descriptor" in stderr and "stacks-not-walkable" not in stdout
