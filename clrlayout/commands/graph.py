@@ -161,6 +161,7 @@ def roots(file, address, fmt, limit, max_length, quiet, heap, profile, assemblie
         for r in og.roots.roots:
             by_object.setdefault(g.node(r.object), []).append(r)
         paths = []
+        namer = None
         found = og.shortest_paths(node, limit)
         for root_node, chain in found:
             links = [{**_named(session, g, chain[0]), "field": None}]
@@ -171,7 +172,13 @@ def roots(file, address, fmt, limit, max_length, quiet, heap, profile, assemblie
                 head = (max_length + 1) // 2
                 links = links[:head] + [{"omitted": len(links) - max_length}] + links[len(links) - (max_length - head):]
             for r in by_object.get(root_node, [])[:1]:
-                paths.append({"root": r.as_dict(), "chain": links})
+                root = r.as_dict()
+                if r.method_desc:  # a precise stack root: its frame's method, as clrstack names it
+                    from ..model.methods import MethodNamer
+
+                    namer = namer or MethodNamer(session)
+                    root["method"] = namer.name(r.method_desc)
+                paths.append({"root": root, "chain": links})
         record = {**_named(session, g, node), "live": bool(found), "paths": paths}  # live: a root reaches it
         if fmt == "json":
             out(dumps(record))
@@ -182,7 +189,10 @@ def roots(file, address, fmt, limit, max_length, quiet, heap, profile, assemblie
             for p in paths:
                 root = p["root"]
                 where = f" of thread {root['thread']}" if "thread" in root else ""
-                out(f"{root['kind']}{where} at {root['address']}:")
+                if "slot" in root:
+                    method = root.get("method") or f"MethodDesc {root['method_desc']}"
+                    where += f", frame {method} slot {root['slot']}"
+                out(f"{root['kind']}{where}" + (f" at {root['address']}:" if root["address"] != "0x0" else ":"))
                 for line in chain_lines(p["chain"]):
                     out(line)
             out(f"Found {len(paths):,} {'path' if len(paths) == 1 else 'paths'}.")

@@ -5,9 +5,12 @@
   handle is an edge from its primary to its secondary, not a root.
 - ``finalizer``: the objects ready for finalization (f-reachable: the critical and the normal segments of
   the finalization queue, after the generations' ones); objects merely registered are not roots.
-- ``stacks``: every managed thread's stack memory, from its stack pointer to its end, scanned for words that
-  point into a heap object, as the runtime's conservative GC mode does (``stack (conservative)``): a superset
-  of the precise stack roots.
+- ``stacks``: where the runtime's stack walker can walk them (.NET 9+, x64: :mod:`clrlayout.runtime.threadstacks`),
+  each managed thread's precise references — the slots each frame's GC info says are live, an interior pointer
+  rooting the object it points into (``stack``) — and, conservatively, the argument registers a transition Frame
+  saved and the part of a stack a walk could not account for; elsewhere every thread's stack memory, from its
+  stack pointer to its end, scanned for words that point into a heap object, as the runtime's conservative GC
+  mode does (``stack (conservative)``): a superset of the precise stack roots.
 
 Statics are held by handles up to .NET 8 (object[]s of pinned handles); .NET 10's thread statics are held by
 per-thread arrays the GC reports directly, which a conservative stack scan does not see: a limitation
@@ -17,7 +20,7 @@ docs/limitations.md names.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,16 +36,22 @@ MAX_QUEUE = 1 << 24
 
 @dataclass(frozen=True)
 class Root:
-    kind: str  # "strong handle", "pinned handle", ..., "finalizer (f-reachable)", "stack (conservative)",
-    #: "thread static"
+    kind: str  # "strong handle", "pinned handle", ..., "finalizer (f-reachable)", "stack",
+    #: "stack (conservative)", "thread static"
     object: int  # the object it keeps alive
-    address: int  # where the root is: the handle, the queue slot, the stack word
+    address: int  # where the root is: the handle, the queue slot, the stack word (0: a register)
     thread: int | None = None  # a stack or thread-static root's thread (OS id)
+    #: a precise stack root's frame (its method's MethodDesc, its SP) and slot (``[rbp-0x38]``, ``rbx``)
+    method_desc: int = 0
+    frame_sp: int = 0
+    slot: str = ""
 
     def as_dict(self) -> dict:
         out = {"kind": self.kind, "address": f"{self.address:#x}", "object": f"{self.object:#x}"}
         if self.thread is not None:
             out["thread"] = self.thread
+        if self.slot:
+            out.update(method_desc=f"{self.method_desc:#x}", frame_sp=f"{self.frame_sp:#x}", slot=self.slot)
         return out
 
 
@@ -55,16 +64,20 @@ class Roots:
     problems: list
     #: why the dependent handles could not be read (None: read)
     dependent_problem: str | None = None
+    #: what is not exact about the roots found, though nothing is missing (a stack scanned conservatively where
+    #: its walk stopped): for a warning
+    notes: list = field(default_factory=list)
 
 
-def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None, segments=(), others=()) -> Roots:
+def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None, segments=(), others=(), precise=None) -> Roots:
     """The roots of the kinds asked for, each kept only when it holds the start of a heap object (stack
     words: any address inside one).  ``contract``: the runtime's contract descriptor (.NET 9+), which says
     where each thread keeps its thread statics; a string says why there is none (None: the runtime keeps its
     statics in handles, .NET 8 and before).  ``segments``: the GC heap's, and ``others``: ``(start, end)`` of
     other memory that is no stack (the GC's bookkeeping and handle tables, modules): where a thread's stack ends
-    at the latest (:func:`thread_stacks`)."""
-    out, dependent, problems = [], [], []
+    at the latest (:func:`thread_stacks`).  ``precise``: the managed threads' precise stack references
+    (:class:`~clrlayout.runtime.threadstacks.PreciseStacks`), else (None) every stack is scanned conservatively."""
+    out, dependent, problems, notes = [], [], [], []
     handles, why = read_handles(dump, dac_vars)  # dependent handles are edges, whatever roots are asked for
     if handles is None:
         if "handles" in kinds:
@@ -81,7 +94,9 @@ def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None, segments=
             problems.append("finalizer roots: the finalization queue could not be read")
         else:
             out += found
-    if "stacks" in kinds:
+    if "stacks" in kinds and precise is not None:
+        out += _precise_stack_roots(dump, graph, precise, segments, others, notes)
+    elif "stacks" in kinds:
         out += _stack_roots(dump, graph, segments, others)
     if "statics" in kinds and contract is not None:
         found = None if isinstance(contract, str) else _thread_static_roots(dump.memory, contract, graph)
@@ -90,7 +105,7 @@ def find_roots(dump, dac_vars, graph, kinds=ROOT_KINDS, contract=None, segments=
                             + (contract if isinstance(contract, str) else "not in the dump") + ")")
         else:
             out += found
-    return Roots(out, dependent, problems)
+    return Roots(out, dependent, problems, notes=notes)
 
 
 def _thread_static_roots(space, contract, graph) -> list | None:
@@ -184,7 +199,44 @@ def _segment_base(seg) -> int:
     return seg.start - seg.start % 4096
 
 
-def _stack_roots(dump, graph, segments=(), others=()) -> list:
+def _precise_stack_roots(dump, graph, precise, segments, others, notes: list) -> list:
+    """Each thread's precise references (an interior pointer roots the object it points into; a null or a word
+    outside the heap roots nothing); a transition Frame's saved argument registers and the stack a walk could
+    not account for, conservatively."""
+    out = []
+    for t in precise.threads:
+        for r in t.refs.refs:
+            node = _containing(graph, r.object) if r.flags & 1 else graph.node(r.object)
+            if node is not None:
+                out.append(Root("stack", int(graph.addresses[node]), r.address, t.os_id, r.method_desc, r.sp,
+                                r.slot))
+        for address, value, _ in t.refs.unsure:
+            node = _containing(graph, value)
+            if node is not None:
+                out.append(Root("stack (conservative)", int(graph.addresses[node]), address, t.os_id))
+    incomplete = precise.incomplete
+    if incomplete:
+        wanted = {t.os_id: t.unwalked_from for t in incomplete}
+        out += _stack_roots(dump, graph, segments, others, wanted)
+        first = incomplete[0]
+        notes.append(f"{first.why}: {len(incomplete)} of {len(precise.threads)} managed threads' stacks could not be "
+                     f"walked to their end (the first: {first.os_id:#x}); the rest of each was scanned "
+                     "conservatively")
+    return out
+
+
+def _containing(graph, address: int) -> int | None:
+    """The node of the object that holds ``address`` (its start or a byte inside it), or None."""
+    if not graph.count or not address:
+        return None
+    i = int(np.searchsorted(graph.addresses, np.uint64(address), side="right")) - 1
+    if i < 0 or address >= int(graph.addresses[i]) + int(graph.aligned[i]):
+        return None
+    return i
+
+
+def _stack_roots(dump, graph, segments=(), others=(), only: dict | None = None) -> list:
+    """Stack words that point into a heap object (``only``: these threads, each from the address given on)."""
     space = dump.memory
     ptr = space.pointer_size
     out = []
@@ -192,6 +244,12 @@ def _stack_roots(dump, graph, segments=(), others=()) -> list:
         return out
     lo, hi = int(graph.addresses[0]), int(graph.addresses[-1]) + int(graph.aligned[-1])
     for t, start, end in thread_stacks(dump, segments, others):
+        if only is not None:
+            if t.id not in only:
+                continue
+            start = max(start, only[t.id] - only[t.id] % ptr)
+            if start >= end:
+                continue
         data = space.read_available(start, end - start)
         words = np.frombuffer(data, dtype="<u8" if ptr == 8 else "<u4", count=len(data) // ptr).astype(np.uint64)
         near = np.flatnonzero((words >= lo) & (words < hi))

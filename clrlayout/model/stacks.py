@@ -60,39 +60,15 @@ def stack_walker(session: Session) -> StackWalker:
         StacksNotWalkable: not an x64 dump, or a runtime whose code map and Frames are not known (the contract
             descriptor of .NET 9+ and formats/stack-walk.toml's layouts say where they are).
     """
-    from ..formats import load
-    from ..runtime.codemap import CodeMap
-    from ..runtime.imagememory import ImageBackedMemory
-    from ..runtime.profiles import version_matches
-    from ..runtime.stackwalk import StackWalker
+    from ..runtime.threadstacks import walker_for
 
-    arch = session.dump.arch
-    if arch != "x64":
-        raise StacksNotWalkable(f"managed stacks are walked on x64 dumps only (this one is {arch}): the unwind "
-                                "data of x86 and arm64 code is not read yet")
     version = session.runtime.version_tuple
     contract = session.contract if session.runtime.flavor == "coreclr" and version and version >= (9,) else None
-    if contract is None or isinstance(contract, str):
-        raise StacksNotWalkable("managed stacks are walked through the runtime's contract descriptor (.NET 9 and "
-                                f"later); this runtime ({session.runtime.flavor} {session.runtime.version}) has none")
-    types = {k: dict(v) for k, v in contract.types.items()}
-    for layout in load("stack-walk").get("layouts", []):
-        if version is not None and version_matches(layout["versions"], version):
-            for name, fields in layout.items():
-                if isinstance(fields, dict):
-                    types.setdefault(name, {}).update(fields)
-    needed = ("RangeSectionMap", "RangeSectionFragment", "RangeSection", "CodeHeapListNode", "RealCodeHeader",
-              "Module", "ReadyToRunInfo", "HashMap", "Bucket", "Frame", "InlinedCallFrame")
-    missing = [t for t in needed if t not in types]
-    if missing or "ExecutionManagerCodeRangeMapAddress" not in contract.globals:
-        raise StacksNotWalkable("the contract descriptor does not describe the runtime's code map "
-                                f"(missing {', '.join(missing) or 'ExecutionManagerCodeRangeMapAddress'})")
-    names = {v: k[: -len("Identifier")] for k, v in contract.globals.items()
-             if k.endswith("FrameIdentifier") and isinstance(v, int)}
-    memory = ImageBackedMemory(session.dump.memory, session.dump.file_mappings, session.names.images.file)
-    code_map = CodeMap(memory, types, contract.globals,
-                       nibble_pointers=int(contract.contracts.get("ExecutionManager", 1)) >= 2)
-    return StackWalker(memory, code_map, types, contract.globals, names)
+    walker = walker_for(session.dump, contract, version, session.names.images.file)
+    if isinstance(walker, str):
+        raise StacksNotWalkable(walker + (f" (this runtime: {session.runtime.flavor} {session.runtime.version})"
+                                          if contract is None else ""))
+    return walker
 
 
 def thread_stacks(session: Session, threads: list[ThreadInfo] | None = None) -> list[ThreadStack]:

@@ -54,6 +54,18 @@ class CodeInfo:
     #: the method's GC info (0: unknown); "jit" or "r2r"
     gc_info: int
     kind: str
+    #: the IP is in one of the method's funclets (a catch, finally or filter handler), not its main body
+    funclet: bool = False
+
+
+def _after_unwind_data(space, at: int) -> int:
+    """Where ReadyToRun puts a method's GC info: right after its x64 UNWIND_INFO, whose size the runtime takes as
+    its header, its codes and a personality routine's RVA, which is always there, aligned to 4 bytes
+    (ReadyToRunJitManager::GetUnwindDataBlob); 0 where the header is not in the dump."""
+    head = space.try_read(at, 4)
+    if head is None:
+        return 0
+    return at + ((4 + 2 * head[2] + 4 + 3) & ~3)
 
 
 class CodeMap:
@@ -164,8 +176,8 @@ class CodeMap:
         rel = ip - base
         for i in range(count):
             b, e, u = (int.from_bytes(table[i * 12 + k : i * 12 + k + 4], "little") for k in (0, 4, 8))
-            if b <= rel < e:
-                return CodeInfo(md, code, base, (b, e, u), gc or 0, "jit")
+            if b <= rel < e:  # the first entry is the method's body, the others its funclets
+                return CodeInfo(md, code, base, (b, e, u), gc or 0, "jit", funclet=i > 0)
         return None
 
     def _method_start(self, map_base: int, header_map: int, ip: int) -> int | None:
@@ -221,8 +233,10 @@ class CodeMap:
             j -= 1
         if not md:
             return None
-        unwind = base + own[2]
-        return CodeInfo(md, base + functions[j][0], base, own, unwind + 4, "r2r")
+        # the GC info follows the method's own unwind data (its main body's: a funclet shares its method's)
+        unwind_data = base + functions[j][2]
+        return CodeInfo(md, base + functions[j][0], base, own, _after_unwind_data(self.space, unwind_data), "r2r",
+                        funclet=j != i)
 
     def _runtime_functions(self, info: int) -> list[tuple[int, int, int]]:
         if info not in self._functions:

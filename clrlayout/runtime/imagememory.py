@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 PAGE = 4096
+#: pages kept at the most (64 MB)
+MAX_PAGES = 1 << 14
 
 
 class ImageBackedMemory:
@@ -24,8 +26,25 @@ class ImageBackedMemory:
         self._open = open_file
         #: bytes read from files (the walk's reads outside the dump), for the caller to say so
         self.file_bytes = 0
+        #: pages read so far: the readable prefix of each (the dump's bytes, else the file's)
+        self._pages: dict[int, bytes] = {}
+
+    def _page(self, start: int) -> bytes:
+        page = self.space.read_available(start, PAGE)
+        if len(page) < PAGE and not page:
+            page = self._from_file(start, PAGE)
+        if len(self._pages) < MAX_PAGES:
+            self._pages[start] = page
+        return page
 
     def try_read(self, address: int, size: int) -> bytes | None:
+        offset = address & (PAGE - 1)
+        if offset + size <= PAGE:  # within one page: from the pages read so far (the walk reads the same ones)
+            page = self._pages.get(address - offset)
+            if page is None:
+                page = self._page(address - offset)
+            if offset + size <= len(page):
+                return page[offset : offset + size]
         data = self.space.try_read(address, size)
         if data is not None:
             return data

@@ -33,7 +33,7 @@ TRANSITION_FRAMES = ("FramedMethodFrame", "PInvokeCalliFrame", "PrestubMethodFra
                      "CallCountingHelperFrame", "ExternalMethodFrame", "DynamicHelperFrame")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StackFrame:
     """One frame of a walk: a managed method's (``code`` set) or an explicit Frame's (``frame`` set)."""
 
@@ -45,6 +45,11 @@ class StackFrame:
     frame: int = 0
     frame_name: str = ""
     code: CodeInfo | None = None
+    #: a managed frame's registers (those the walk knows), whether it is the leaf (interrupted anywhere, not at a
+    #: call: its scratch registers are live), and its caller's stack pointer (0: not unwound)
+    context: dict | None = field(default=None, compare=False, repr=False)
+    active: bool = False
+    caller_sp: int = 0
 
 
 @dataclass
@@ -64,6 +69,9 @@ class StackWalker:
         self.g = globals_
         #: a Frame's identifier (or vtable) -> its type's name
         self.frame_names = frame_names
+        #: unwind data read, by address; the live slots decoded, by (GC info, offset, leaf) (:mod:`.stackrefs`)
+        self._unwind: dict = {}
+        self.gc_cache: dict = {}
 
     def frame_chain(self, first: int) -> list[int]:
         out, seen, at = [], set(), first
@@ -96,12 +104,14 @@ class StackWalker:
         frames, fi = self.frame_chain(first_frame), 0
         leaf = True
         info = self.code.find(ctx["rip"])
+        current = 0  # the managed frame being unwound
         if info is not None:
-            out.frames.append(StackFrame(ctx["rip"], ctx["rsp"], info.method_desc, code=info))
+            out.frames.append(StackFrame(ctx["rip"], ctx["rsp"], info.method_desc, code=info, context=dict(ctx),
+                                         active=True))
         while len(out.frames) < MAX_FRAMES:
             if info is not None:
                 try:
-                    caller = unwind(self.space, ctx, info.image_base, info.function, leaf=leaf)
+                    caller = unwind(self.space, ctx, info.image_base, info.function, leaf=leaf, cache=self._unwind)
                 except UnwindError as e:
                     out.error = f"unwinding {ctx['rip']:#x}: {e}"
                     break
@@ -112,6 +122,7 @@ class StackWalker:
                     out.frames.append(StackFrame(ctx["rip"], ctx["rsp"], frame=frames[fi],
                                                  frame_name=self.frame_name(frames[fi])))
                     fi += 1
+                out.frames[current].caller_sp = caller["rsp"]
                 ctx, leaf = caller, False
             else:
                 if fi >= len(frames):
@@ -129,7 +140,9 @@ class StackWalker:
                     out.frames.append(StackFrame(ctx["rip"], ctx["rsp"], md, frame=f, frame_name=name))
             info = self.code.find(ctx["rip"])
             if info is not None:
-                out.frames.append(StackFrame(ctx["rip"], ctx["rsp"], info.method_desc, code=info))
+                current = len(out.frames)
+                out.frames.append(StackFrame(ctx["rip"], ctx["rsp"], info.method_desc, code=info, context=dict(ctx),
+                                             active=leaf))
 
     def frame_method(self, frame: int, name: str) -> int:
         """The method a Frame is for, where it says (InlinedCallFrame::GetFunction: the P/Invoke's MethodDesc,

@@ -34,17 +34,15 @@ def _u64(space, address: int) -> int:
     return value
 
 
-def unwind(space, ctx: dict, image_base: int, function: tuple[int, int, int], leaf: bool = False) -> dict:
+def unwind(space, ctx: dict, image_base: int, function: tuple[int, int, int], leaf: bool = False,
+           cache: dict | None = None) -> dict:
     """The caller's context of the frame ``ctx`` is in: ``function`` is the RUNTIME_FUNCTION (begin, end, unwind
     data; relative to ``image_base``) that covers ``ctx["rip"]``.  ``leaf``: the frame was interrupted (not at a
-    return address), so the IP may be in an epilog."""
+    return address), so the IP may be in an epilog.  ``cache``: unwind data already read, by address."""
     ctx = dict(ctx)
     begin, _, data = function
-    info = space.try_read(image_base + data, 4)
-    if info is None:
-        raise UnwindError(f"the unwind data at {image_base + data:#x} is not in the dump")
+    info, codes = _info(space, image_base + data, cache)
     frame_reg, frame_off = info[3] & 0xF, (info[3] >> 4) * 16
-    codes = _codes(space, image_base + data, info[2])
     offset = ctx["rip"] - (image_base + begin)
     if not frame_reg:
         establisher = ctx["rsp"]
@@ -104,16 +102,26 @@ def unwind(space, ctx: dict, image_base: int, function: tuple[int, int, int], le
         if raw is None:
             raise UnwindError("the chained unwind entry is not in the dump")
         begin, _, data = (int.from_bytes(raw[k : k + 4], "little") for k in (0, 4, 8))
-        info = space.try_read(image_base + data, 4)
-        if info is None:
-            raise UnwindError("the chained unwind data is not in the dump")
-        codes = _codes(space, image_base + data, info[2])
+        info, codes = _info(space, image_base + data, cache)
     else:
         raise UnwindError("unwind entries chain without end")
     if not machine_frame:
         ctx["rip"] = _u64(space, ctx["rsp"])
         ctx["rsp"] += 8
     return ctx
+
+
+def _info(space, at: int, cache: dict | None) -> tuple[bytes, list[tuple[int, int, int]]]:
+    """The UNWIND_INFO header at ``at`` and its codes."""
+    found = cache.get(at) if cache is not None else None
+    if found is None:
+        info = space.try_read(at, 4)
+        if info is None:
+            raise UnwindError(f"the unwind data at {at:#x} is not in the dump")
+        found = info, _codes(space, at, info[2])
+        if cache is not None and len(cache) < 1 << 16:
+            cache[at] = found
+    return found
 
 
 def _codes(space, at: int, count: int) -> list[tuple[int, int, int]]:

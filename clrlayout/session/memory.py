@@ -85,7 +85,9 @@ class RuntimeMemory:
                                          "the start of an object (heap corruption, or memory the dump lacks); they "
                                          "are left out of the graph")
             roots = find_roots(self.dump, self.heap.dac_vars, self._heap_graph, key, self._statics_contract(),
-                               self.heap.segments, self.not_stacks())
+                               self.heap.segments, self.not_stacks(),
+                               self._precise_stacks() if "stacks" in key else None)
+            self.warnings += roots.notes
             if roots.problems:  # an answer without a kind of roots asked for would call live objects dead
                 others = ",".join(k for k in ROOT_KINDS
                                   if k in key and not any(p.startswith(k[:6]) for p in roots.problems))
@@ -354,6 +356,24 @@ class RuntimeMemory:
                                  "assembly's LoaderAllocator object or loader heaps are not in the dump): what only "
                                  "their objects keep alive may be reported dead")
         return found
+
+    def _precise_stacks(self):
+        """The managed threads' precise stack references where the runtime's stack walker can walk them (.NET 9+,
+        x64: :mod:`clrlayout.runtime.threadstacks`); None where it cannot (every stack is then scanned
+        conservatively, as before .NET 9)."""
+        if "_precise" not in self.__dict__:
+            from ..runtime.threadstacks import precise_stacks, walker_for
+            from ..runtime.threadstore import managed_threads
+
+            contract = self._statics_contract()
+            walker = walker_for(self.dump, contract, self.runtime.version_tuple, self.names.images.file) \
+                if contract is not None else "no contract descriptor"
+            threads = managed_threads(self.dump.memory, contract) if not isinstance(walker, str) else "no walker"
+            version = contract.globals.get("GCInfoVersion") if not isinstance(walker, str) else None
+            self._precise = None
+            if not isinstance(threads, str) and isinstance(version, int):
+                self._precise = precise_stacks(self.dump, walker, threads, version)
+        return self._precise
 
     def _statics_contract(self):
         """Where the runtime keeps its thread statics: the contract descriptor on .NET 9+ (or why it has none);

@@ -73,8 +73,11 @@ def test_every_frame_is_the_dacs(stacks_core, capsys):
         "(Int32, Int32 ByRef, System.__Canon[], Int64, Int32*, System.Collections.Generic.Dictionary`2"
         "<System.String,System.Collections.Generic.List`1<Int64>>)")
     (main,) = [t for t in ours if t["managed_id"] == stacks_core.truth["main_managed_id"]]
-    assert [f["method"] for f in main["frames"] if f["kind"] == "managed"][-2:] == \
-        ["System.Console.ReadLine()", "Program.Main(System.String[])"]
+    # (wherever it is between saying READY and waiting for its input: writing, reading, or in a fixup)
+    assert [f["method"] for f in main["frames"] if f["kind"] == "managed"][-1] == "Program.Main(System.String[])"
+    # the exception's throw: the catch funclet, then the frames it unwound, then the method that catches it
+    assert by_name["catch"][-7:-1] == ["Program.InCatch()"] + \
+        ["Program.Throw(Int32, System.Collections.Generic.List`1<System.String>)"] * 4 + ["Program.InCatch()"]
 
 
 def test_one_thread_and_the_table(stacks_core, capsys):
@@ -99,3 +102,77 @@ def test_older_runtimes_say_they_are_not_walked(fresh_core, capsys):
     else:
         assert code == 4 and stdout == ""
         assert "contract descriptor" in stderr and "stacks-not-walkable" not in stdout
+
+
+def _our_references(core_path):
+    """Every managed thread's precise references as the roots use them, and the Frames' saved argument words."""
+    from clrlayout.session import open_session
+
+    with open_session(str(core_path)) as s:
+        precise = s._precise_stacks()
+        assert precise is not None
+        refs, unsure = set(), set()
+        for t in precise.threads:
+            assert t.unwalked_from is None, (t.os_id, t.why)
+            refs |= {(t.os_id, r.address or ("register", r.register), r.object, r.flags, r.ip) for r in t.refs.refs}
+            unsure |= {(t.os_id, a, v) for a, v, _ in t.refs.unsure}
+    return refs, unsure
+
+
+def test_stack_references_are_the_dacs(stacks_core):
+    """Item 4 against item 6's truth: ISOSDacInterface::GetStackReferences of every managed thread — each frame's
+    live slots by the JIT's GC info (registers of the leaf frame included: the spinning thread's List is only in
+    rcx), the funclets' parents left to their funclets — is exactly what clrlayout decodes: address (or register),
+    object, flags (interior, pinned) and frame, none more, none less.  The references a transition Frame reports
+    (its method's arguments, by a signature clrlayout does not decode) are among the argument registers it saved,
+    which the roots scan conservatively."""
+    dac = json.loads(subprocess.run([sys.executable, str(DAC), str(stacks_core.path), str(stacks_core.dac),
+                                     "--stack-refs"], capture_output=True, text=True, timeout=600).stdout)["stack_refs"]
+    from_code = [r for r in dac if r["source_type"] == 0]
+    from_frames = [r for r in dac if r["source_type"] != 0]
+    ours, unsure = _our_references(stacks_core.path)
+    theirs = {(r["thread"], r["address"] or ("register", r["register"]), r["object"], r["flags"], r["source"])
+              for r in from_code}
+    assert len(theirs) == len(from_code) > 100
+    assert ours == theirs
+    assert {(r["thread"], r["address"], r["object"]) for r in from_frames} <= unsure
+    assert any(isinstance(k[1], tuple) for k in ours) and any(k[3] & 1 for k in ours)  # registers, interiors
+
+
+def test_the_live_heap_is_the_runtimes(stacks_core, capsys):
+    """With the default roots, what clrlayout calls live is what the runtime's own roots keep alive: its handles,
+    finalization queue and thread statics as clrlayout reads them (checked against the DAC elsewhere), and the DAC's
+    precise stack references instead of clrlayout's — the same objects, to the byte; `roots` names the frame and
+    slot of a stack root."""
+    import numpy as np
+
+    from clrlayout.session import open_session
+
+    dac = json.loads(subprocess.run([sys.executable, str(DAC), str(stacks_core.path), str(stacks_core.dac),
+                                     "--stack-refs"], capture_output=True, text=True, timeout=600).stdout)["stack_refs"]
+    with open_session(str(stacks_core.path)) as s:
+        og = s.object_graph()
+        assert not s.warnings, s.warnings
+        g = og.graph
+        others = {g.node(r.object) for r in og.roots.roots if not r.kind.startswith("stack")}
+        from_dac = {g.containing(r["object"]) if r["flags"] & 1 else g.node(r["object"]) for r in dac if r["object"]}
+        precise = {g.node(r.object) for r in og.roots.roots if r.kind == "stack"}
+        every = {g.node(r.object) for r in og.roots.roots if r.kind.startswith("stack")}
+        assert precise <= from_dac - {None} <= every  # a Frame's saved arguments: among the conservative words
+        frontier = sorted((others | from_dac) - {None})
+        reached = np.zeros(g.count, dtype=bool)
+        reached[frontier] = True
+        while frontier:
+            nxt = []
+            for v in frontier:
+                for w in og.indices[og.indptr[v]: og.indptr[v + 1]].tolist():
+                    if not reached[w]:
+                        reached[w] = True
+                        nxt.append(w)
+            frontier = nxt
+        assert reached.sum() == og.live.sum() > 1000
+        assert (reached == og.live).all()
+        spin = [r for r in og.roots.roots if r.kind == "stack" and r.slot == "rcx"]
+    code, stdout, stderr = run_cli(capsys, "roots", str(stacks_core.path), f"{spin[0].object:#x}")
+    assert code == 0 and "warning" not in stderr
+    assert f"stack of thread {spin[0].thread}, frame Program.Spin() slot rcx:" in stdout.splitlines()

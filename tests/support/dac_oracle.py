@@ -911,7 +911,9 @@ def stack_references(o: "Oracle") -> list:
                 batch = (SOSStackRefData * 64)()
                 got = c_uint32()
                 hr = refs.call("Next", c_uint32(64), batch, byref(got), argtypes=[c_uint32, c_void_p, c_void_p])
-                found += [{"thread": t.OSThreadId, "address": r.Address, "object": r.Object, "flags": r.Flags}
+                found += [{"thread": t.OSThreadId, "address": r.Address, "object": r.Object, "flags": r.Flags,
+                           "register": r.Register if r.HasRegisterInformation else None, "offset": r.Offset,
+                           "source_type": r.SourceType, "source": r.Source, "sp": r.StackPointer}
                           for r in batch[: got.value]]
                 if got.value < 64 or hr not in (S_OK, 1):
                     break

@@ -3,9 +3,9 @@
 // Thread.Join), inside a catch funclet and a finally funclet, holding a lock, and deep in generic code (a generic
 // method of a generic type, with by-reference, array, pointer and nested generic parameters) — each holding
 // objects only its stack references: a List<string> of 1,000 strings a frame's local holds, an array a register or
-// a spilled local holds.  It writes each thread's name and managed id to its truth file, says READY and waits; any
+// a spilled local holds; and a list only frames an exception has unwound held (dead, though its words remain).  It writes each thread's name and managed id to its truth file, says READY and waits; any
 // line ends it.  With "crash" after its two arguments, a thread throws an exception no one catches instead (a
-// runtime configured to write a dump on a crash writes one).
+// runtime configured to write a dump on a crash writes one); with "deep200x50", 200 threads wait 50 frames deep.
 #pragma warning disable 0219, 0414
 using System;
 using System.Collections.Generic;
@@ -78,11 +78,19 @@ static class Program
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Throw(int depth, List<string> held)
+    {
+        if (depth > 0)
+            Throw(depth - 1, held);
+        throw new InvalidOperationException("stacks: caught " + held.Count);
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
     static void InCatch()
     {
         try
         {
-            throw new InvalidOperationException("stacks: caught");
+            Throw(3, Strings("thrown", 5));  // only the frames the exception unwinds hold it
         }
         catch (InvalidOperationException e)
         {
@@ -152,6 +160,16 @@ static class Program
         return t;
     }
 
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static int Deep(int depth, object held)
+    {
+        if (depth > 0)
+            return Deep(depth - 1, held) + 1;
+        Interlocked.Increment(ref started);
+        Never.WaitOne();
+        return held.GetHashCode();
+    }
+
     static void Crash()
     {
         throw new ApplicationException("stacks: unhandled");
@@ -160,6 +178,25 @@ static class Program
     static int Main(string[] args)
     {
         string truth = args[0];
+        if (args.Length > 2 && args[2].StartsWith("deep"))
+        {
+            // "deepTHREADSxFRAMES": that many threads, each that many frames deep (the walk's benchmark)
+            string[] shape = args[2].Substring(4).Split('x');
+            int threads = int.Parse(shape[0]), frames = int.Parse(shape[1]);
+            for (int i = 0; i < threads; i++)
+            {
+                object held = new byte[64];
+                Thread t = new Thread(() => Deep(frames, held));
+                t.IsBackground = true;
+                t.Start();
+            }
+            while (Volatile.Read(ref started) < threads)
+                Thread.Sleep(10);
+            File.WriteAllText(truth, "{\"threads\": " + threads + ", \"frames\": " + frames + "}");
+            Console.WriteLine("READY " + Process.GetCurrentProcess().Id);
+            Console.ReadLine();
+            return 0;
+        }
         Start("spinning", Spin);
         Start("pinvoke", InNative);
         Start("catch", InCatch);
