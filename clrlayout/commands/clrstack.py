@@ -25,15 +25,15 @@ def clrstack(file, thread, fmt, assemblies, quiet):
     prints them: 0x... or decimal): stack pointer, instruction pointer and method (as SOS names it) of every
     managed frame, and the runtime's explicit Frames (transitions to native code, exception dispatch).  Walked
     without the DAC, from the registers in the dump, on x64 dumps of .NET 9 and later."""
-    from ..model.stacks import thread_stacks
-    from ..model.threads import managed_threads
+    from ..model.dump import Runtime
     from ..present.jsonout import dumps
     from ..present.text import hexaddr
 
     wanted = [_thread_id(t) for t in thread]
     with _open(file, None, None, "auto", assemblies) as session:
         _preamble(session, quiet)
-        threads = managed_threads(session)
+        runtime = Runtime(session)
+        threads = runtime.threads()
         if wanted:
             by_id = {t.os_id: t for t in threads}
             unknown = [w for w in wanted if w not in by_id]
@@ -41,7 +41,7 @@ def clrstack(file, thread, fmt, assemblies, quiet):
                 raise click.UsageError(f"no managed thread has the OS id {', '.join(f'{u:#x}' for u in unknown)} "
                                        f"(the runtime's: {', '.join(f'{t.os_id:#x}' for t in threads)})")
             threads = [by_id[w] for w in dict.fromkeys(wanted)]
-        stacks = thread_stacks(session, threads)
+        stacks = runtime.stacks(threads)
         ptr = session.dump.pointer_size
         if fmt == "json":
             out(dumps({"threads": [{"os_id": s.thread.os_id, "managed_id": s.thread.managed_id,

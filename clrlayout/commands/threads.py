@@ -17,13 +17,13 @@ def threads(file, fmt, assemblies, quiet):
     counts them: before .NET 8), state (background, thread pool, finalizer...) and the exception each last threw.
     Read through the runtime's contract descriptor (.NET 9 and later), or at formats/thread-state.toml's offsets
     (.NET Core 3.1 and .NET 8 on Linux)."""
-    from ..model.threads import managed_threads
+    from ..model.dump import Runtime
     from ..present.jsonout import dumps
     from ..present.text import hexaddr, table
 
     with _open(file, None, None, "auto", assemblies) as session:
         _preamble(session, quiet)
-        found = managed_threads(session)
+        found = Runtime(session).threads()
         ptr = session.dump.pointer_size
         managed = {t.os_id for t in found}
         native = [t.id for t in session.dump.threads if t.id not in managed]  # threads the runtime does not list

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from ..limits import Limits
     from ..session import Session
     from .native import NativeHeapView
+    from .stacks import ThreadStack
+    from .threads import ThreadInfo
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,30 @@ class Runtime:
             name: the name as the DAC or reflection prints it.
         """
         return [t for t in (self.heap.type_of(mt) for mt in self._session.method_tables_named(name)) if t is not None]
+
+    def threads(self) -> list[ThreadInfo]:
+        """The runtime's managed threads (SOS's ``!threads``), in the order of its thread list.
+
+        Raises:
+            clrlayout.model.threads.ThreadsNotFound: the runtime's thread list cannot be read.
+        """
+        from .threads import managed_threads
+
+        return managed_threads(self._session)
+
+    def stacks(self, threads: list[ThreadInfo] | None = None) -> list[ThreadStack]:
+        """The managed call stack of each thread (SOS's ``!clrstack``), walked without the DAC.
+
+        Args:
+            threads: some of :meth:`threads` (default: all of them).
+
+        Raises:
+            clrlayout.model.stacks.StacksNotWalkable: not a dump whose stacks can be walked (x64 Linux cores of
+                .NET 9 and later).
+        """
+        from .stacks import thread_stacks
+
+        return thread_stacks(self._session, threads)
 
     @property
     def types(self) -> list[ClrType]:

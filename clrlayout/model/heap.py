@@ -84,13 +84,18 @@ class HeapObject:
 class RootPath:
     """A root and a shortest chain of references from it to an object (:meth:`Heap.root_paths`)."""
 
-    root: Root  #: kind, object, address (handle, slot, stack word), thread
+    root: Root  #: kind, object, address (handle, slot, stack word), thread; a precise stack root's frame and slot
     #: (object, the field of the object before it that references it: None for the root's own object)
     chain: list[tuple[HeapObject, str | None]]
+    #: a precise stack root's frame's method, as clrstack names it (None: not one, or not named)
+    method: str | None = None
 
     def __str__(self) -> str:
         where = f" of thread {self.root.thread}" if self.root.thread is not None else ""
-        return f"{self.root.kind}{where} at {self.root.address:#x}: " + " -> ".join(
+        if self.root.slot:
+            where += f", frame {self.method or f'MethodDesc {self.root.method_desc:#x}'} slot {self.root.slot}"
+        at = f" at {self.root.address:#x}" if self.root.address else ""
+        return f"{self.root.kind}{where}{at}: " + " -> ".join(
             f"{obj}" + (f" (.{f})" if f else "") for obj, f in self.chain)
 
 
@@ -209,6 +214,13 @@ class Heap:
             return []
         return [self._node_object(graph, int(s)) for s in dict.fromkeys(sorted(graph.referrers(node).tolist()))]
 
+    def _method_name(self, md: int) -> str | None:
+        from .methods import MethodNamer
+
+        namer = self.__dict__.setdefault("_namer", MethodNamer(self._session))
+        name: str | None = namer.name(md)
+        return name
+
     def root_paths(self, obj: HeapObject | int, roots: tuple[str, ...] = ROOT_KINDS,
                    limit: int = 100) -> list[RootPath]:
         """Why an object is alive (``roots``, SOS ``!gcroot``).
@@ -237,7 +249,7 @@ class Heap:
                 fields = self._session.reference_fields(graph, prev, nxt)
                 links.append((self._node_object(graph, nxt), fields[0] if fields else None))
             for r in by_node.get(root_node, [])[:1]:
-                out.append(RootPath(r, links))
+                out.append(RootPath(r, links, self._method_name(r.method_desc) if r.method_desc else None))
         return out
 
     def roots(self, roots: tuple[str, ...] = ROOT_KINDS) -> list[Root]:

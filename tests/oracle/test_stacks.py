@@ -176,3 +176,28 @@ def test_the_live_heap_is_the_runtimes(stacks_core, capsys):
     code, stdout, stderr = run_cli(capsys, "roots", str(stacks_core.path), f"{spin[0].object:#x}")
     assert code == 0 and "warning" not in stderr
     assert f"stack of thread {spin[0].thread}, frame Program.Spin() slot rcx:" in stdout.splitlines()
+
+
+def test_the_model_gives_the_same_stacks_and_names_stack_roots(stacks_core, capsys):
+    """Through the library's front door (clrlayout.open -> Runtime.threads / stacks, Heap.object_graph): the
+    frames are clrstack's, and the List only the spinning thread's leaf frame holds (in rcx) is rooted there."""
+    import clrlayout
+
+    code, stdout, _ = run_cli(capsys, "clrstack", str(stacks_core.path), "--format", "json")
+    cli = json.loads(stdout)["threads"]
+    with clrlayout.open(str(stacks_core.path)) as d:
+        threads = d.runtime.threads()
+        stacks = d.runtime.stacks()
+        assert [s.thread.os_id for s in stacks] == [t.os_id for t in threads] == [t["os_id"] for t in cli]
+        for s, c in zip(stacks, cli):
+            assert [(f.kind, f.sp, f.ip, f.method) for f in s.frames] == \
+                [(f["kind"], int(f["sp"], 16), int(f["ip"], 16), f["method"]) for f in c["frames"]]
+        spin = next(s for s in stacks if s.thread.name == "spinning")
+        assert spin.frames[0].method == "Program.Spin()" and spin.frames[0].offset > 0
+        graph = d.runtime.heap.object_graph()
+        held = [r for r in graph.roots if r.kind == "stack" and r.slot == "rcx" and r.thread == spin.thread.os_id]
+        assert len(held) == 1
+        (path,) = [p for p in graph.root_paths(held[0].object) if p.root.kind == "stack"]
+        assert str(path).startswith(f"stack of thread {spin.thread.os_id}, frame Program.Spin() slot rcx: ")
+        assert path.chain[-1][0].type.name == \
+            "System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]]"
