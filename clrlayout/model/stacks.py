@@ -60,14 +60,9 @@ def stack_walker(session: Session) -> StackWalker:
         StacksNotWalkable: not an x64 dump, or a runtime whose code map and Frames are not known (the contract
             descriptor of .NET 9+ and formats/stack-walk.toml's layouts say where they are).
     """
-    from ..runtime.threadstacks import walker_for
-
-    version = session.runtime.version_tuple
-    contract = session.contract if session.runtime.flavor == "coreclr" and version and version >= (9,) else None
-    walker = walker_for(session.dump, contract, version, session.names.images.file)
+    walker = session.stack_walker()
     if isinstance(walker, str):
-        raise StacksNotWalkable(walker + (f" (this runtime: {session.runtime.flavor} {session.runtime.version})"
-                                          if contract is None else ""))
+        raise StacksNotWalkable(walker)
     return walker
 
 

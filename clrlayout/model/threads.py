@@ -60,31 +60,12 @@ def managed_threads(session: Session) -> list[ThreadInfo]:
         ThreadsNotFound: the runtime's thread list cannot be read (no contract descriptor, and no Thread layout in
             formats/thread-state.toml for this runtime, or one its threads do not fit).
     """
-    from ..runtime.threadstore import layout_for, threads_by_layout
-    from ..runtime.threadstore import managed_threads as read
     from .heap import Heap
 
-    version = session.runtime.version_tuple
-    coreclr = session.runtime.flavor == "coreclr"
-    contract = session.contract if coreclr and version and version >= (9,) else None
-    layout = layout_for(version, session.dump.os) if coreclr and contract is None else None
-    heap = Heap(session)
-    if layout is not None and session.heap.exact:
-        known = {}
-        for o in session.objects_named("System.Threading.Thread"):
-            fields = heap._object(o).fields
-            native = fields.get("_DONT_USE_InternalThread", fields.get("DONT_USE_InternalThread"))  # 2.x: no "_"
-            managed_id = fields.get("_managedThreadId")
-            if isinstance(native, int) and native and isinstance(managed_id, int):
-                known[native] = (managed_id, o.address)
-        module = session.runtime.module
-        found = threads_by_layout(session.dump.memory, layout, known,
-                                  (module.base, module.base + module.size) if module is not None else None)
-    else:
-        found = read(session.dump.memory, contract)
+    found = session.runtime_threads()
     if isinstance(found, str):
-        raise ThreadsNotFound(found + (f" (this runtime: {session.runtime.flavor} {session.runtime.version})"
-                                       if contract is None else ""))
+        raise ThreadsNotFound(found)
+    heap = Heap(session)
     space = session.dump.memory
     out = []
     for t in found:

@@ -39,7 +39,9 @@ class ImageBackedMemory:
 
     def try_read(self, address: int, size: int) -> bytes | None:
         offset = address & (PAGE - 1)
-        if offset + size <= PAGE:  # within one page: from the pages read so far (the walk reads the same ones)
+        # within one page: from the pages read so far (the walk reads the same ones); not while the dump's reads
+        # are recorded (trim keeps what was read, and a redacted copy keeps it as it was: exactly the bytes used)
+        if offset + size <= PAGE and getattr(self.space, "log", None) is None:
             page = self._pages.get(address - offset)
             if page is None:
                 page = self._page(address - offset)

@@ -20,6 +20,10 @@ from .unwind import REGISTERS
 PRESERVED = frozenset({3, 5, 12, 13, 14, 15})
 #: the System V argument registers a TransitionBlock saves (rdi, rsi, rdx, rcx, r8, r9)
 ARGUMENT_REGISTERS = 6
+#: .NET 8's Frames that protect object references of an FCall: how many pointers each holds (_PROTECTOBJ: an array)
+PROTECTING = {"HelperMethodFrame_1OBJ": 1, "HelperMethodFrame_2OBJ": 2, "HelperMethodFrame_3OBJ": 3,
+              "HelperMethodFrame_PROTECTOBJ": 0}
+MAX_PROTECTED = 64
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ def frame_references(space, walk: Walk, version: int, types: dict | None = None,
     for f in walk.frames:
         if f.frame and f.frame_name in TRANSITION_FRAMES and types is not None and f.ip != 0:
             out.unsure += _transition_arguments(space, f, types)
+            continue
+        if f.frame and f.frame_name in PROTECTING and types is not None:
+            out.refs += _protected(space, f, types)
             continue
         info = f.code
         if info is None or f.context is None:
@@ -117,6 +124,29 @@ def _frame(space, f: StackFrame, version: int, cache: dict | None) -> list[Stack
             raise GcInfoError(f"the stack slot at {address:#x} is not in the dump")
         out.append(StackRef(address, None, value, slot.flags, f.ip, f.sp, f.method_desc,
                             _describe(slot, live.stack_base_register)))
+    return out
+
+
+def _protected(space, f: StackFrame, types: dict) -> list[StackRef]:
+    """The object references a .NET 8 HelperMethodFrame_NOBJ (or _PROTECTOBJ) protects for its FCall
+    (HelperMethodFrame_1OBJ::GcScanRoots): each a pointer to an OBJECTREF, reported as a strong reference."""
+    at = types.get("HelperMethodFrame", {}).get("GcPtrs")
+    if at is None:
+        return []
+    ptr = space.try_read_pointer
+    if f.frame_name == "HelperMethodFrame_PROTECTOBJ":
+        array, count = ptr(f.frame + at), ptr(f.frame + at + 8)
+        if not array or count is None or count > MAX_PROTECTED:
+            return []
+        slots = [array + 8 * k for k in range(count)]
+    else:
+        slots = [s for k in range(PROTECTING[f.frame_name]) if (s := ptr(f.frame + at + 8 * k))]
+    out = []
+    for slot in slots:
+        value = ptr(slot)
+        if value is not None:
+            out.append(StackRef(slot, None, value, 0, f.frame, f.sp, f.method_desc,
+                                f"[{f.frame_name} protected object]"))
     return out
 
 

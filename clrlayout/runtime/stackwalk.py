@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from .codemap import CodeInfo, CodeMap, CodeMapUnreadable
 from .unwind import UnwindError, unwind
 
-#: frames reported for one thread at the most; Frames followed along a thread's list at the most
-MAX_FRAMES, MAX_EXPLICIT = 10_000, 10_000
+#: frames reported for one thread at the most; Frames followed along a thread's list at the most; native frames
+#: unwound from where a HelperMethodFrame's FCall captured its state to managed code at the most
+MAX_FRAMES, MAX_EXPLICIT, MAX_NATIVE_FRAMES = 10_000, 10_000, 16
 FRAME_TOP = (1 << 64) - 1
 #: where winnt.h's AMD64 CONTEXT keeps each register
 CONTEXT_AMD64 = {"rax": 0x78, "rcx": 0x80, "rdx": 0x88, "rbx": 0x90, "rsp": 0x98, "rbp": 0xA0, "rsi": 0xA8,
@@ -62,8 +63,13 @@ class Walk:
 class StackWalker:
     """Walks threads of one runtime: ``types``/``globals_`` as the contract descriptor names them."""
 
-    def __init__(self, space, code_map: CodeMap, types: dict, globals_: dict, frame_names: dict[int, str]):
+    def __init__(self, space, code_map: CodeMap, types: dict, globals_: dict, frame_names: dict[int, str],
+                 native=None):
         self.space = space
+        #: the native libraries' call frame information (``unwinder(ip)``), for what only native code leads to
+        self.native = native
+        #: the runtime's GCINFO_VERSION
+        self.gc_version: int | None = None
         self.code = code_map
         self.t = types
         self.g = globals_
@@ -147,6 +153,8 @@ class StackWalker:
     def frame_method(self, frame: int, name: str) -> int:
         """The method a Frame is for, where it says (InlinedCallFrame::GetFunction: the P/Invoke's MethodDesc,
         its Datum while a call is in progress, unless odd — a CALLI's target — or a small marker)."""
+        if name.startswith("HelperMethodFrame"):
+            return self._fcall_method(frame)
         if name != "InlinedCallFrame":
             return 0
         icf, ptr = self.t["InlinedCallFrame"], self.space.try_read_pointer
@@ -164,8 +172,17 @@ class StackWalker:
         return {n: int.from_bytes(raw[CONTEXT_AMD64[n] : CONTEXT_AMD64[n] + 8], "little") for n in names}
 
     def _through(self, ctx: dict, frame: int, name: str) -> dict | None:
-        """The context of the managed code the Frame leads back to, or None where it gives none."""
+        """The context of the managed code the Frame leads back to, or None where it gives none (or where its
+        type's layout is not known)."""
+        try:
+            return self._through_frame(ctx, frame, name)
+        except KeyError:
+            return None
+
+    def _through_frame(self, ctx: dict, frame: int, name: str) -> dict | None:
         t, ptr = self.t, self.space.try_read_pointer
+        if name.startswith("HelperMethodFrame"):
+            return self._helper_method_frame(ctx, frame + t["HelperMethodFrame"]["MachState"])
         new = dict(ctx)
         if name == "InlinedCallFrame":
             icf = t["InlinedCallFrame"]
@@ -202,6 +219,61 @@ class StackWalker:
                 return None
             return self._callee_saved(new, args + t["HijackArgs"]["CalleeSavedRegisters"],
                                       ptr(frame + h["ReturnAddress"]), args + t["HijackArgs"]["!"])
+        return None
+
+    def _fcall_method(self, frame: int) -> int:
+        """The FCall a .NET 8 HelperMethodFrame is for (HelperMethodFrame::GetFunction): its entry point looked up
+        in the runtime's hash of FCalls (ECall::MapTargetBackToMethod); 0 where it is not found."""
+        table, h = self.g.get("FCallMethods"), self.t.get("FCallHash")
+        at = self.t.get("HelperMethodFrame", {}).get("FCallEntry")
+        ptr = self.space.try_read_pointer
+        entry = ptr(frame + at) if table and h and at is not None else None
+        if not entry:
+            return 0
+        node, seen = ptr(table + 8 * (entry % h["Buckets"])), 0
+        while node and seen < MAX_EXPLICIT:
+            if ptr(node + h["Implementation"]) == entry:
+                return ptr(node + h["MethodDesc"]) or 0
+            node, seen = ptr(node + h["Next"]), seen + 1
+        return 0
+
+    def _helper_method_frame(self, ctx: dict, state: int) -> dict | None:
+        """.NET 8's HelperMethodFrame (an FCall that may trigger a GC): its LazyMachState (amd64 gmscpu.h) holds the
+        managed caller's IP, SP and callee-saved registers once computed (``_pRetAddr`` set; a register's value
+        through its pointer, or where none, the unwound copy); before, only where the FCall captured its own
+        state, from which native frames are unwound (the library's call frame information) to managed code."""
+        m, ptr = self.t["MachState"], self.space.try_read_pointer
+        regs = [r for r in self.t["CalleeSavedRegisters"] if r != "!"]
+        new = dict(ctx)
+        if ptr(state + m["RetAddrPtr"]):
+            rip, rsp = ptr(state + m["Rip"]), ptr(state + m["Rsp"])
+            if not rip or rsp is None:
+                return None
+            for k, reg in enumerate(regs):
+                at = ptr(state + m["Ptrs"] + 8 * k)
+                value = ptr(at) if at else ptr(state + m["Unwound"] + 8 * k)
+                if value is None:
+                    return None
+                new[reg.lower()] = value
+            new.update(rip=rip, rsp=rsp)
+            return new
+        rip, rsp = ptr(state + m["CaptureRip"]), ptr(state + m["CaptureRsp"])
+        if not rip or not rsp or self.native is None:
+            return None
+        for k, reg in enumerate(regs):
+            value = ptr(state + m["Capture"] + 8 * k)
+            if value is None:
+                return None
+            new[reg.lower()] = value
+        new.update(rip=rip, rsp=rsp)
+        for _ in range(MAX_NATIVE_FRAMES):
+            if self.code.find(new["rip"]) is not None:
+                return new
+            unwinder = self.native.unwinder(new["rip"])
+            step = unwinder.unwind(self.space, new) if unwinder is not None else None
+            if step is None or step["rsp"] <= new["rsp"]:
+                return None
+            new = step
         return None
 
     def _callee_saved(self, new: dict, at: int, ret: int | None, sp: int) -> dict | None:

@@ -20,35 +20,109 @@ NEEDED = ("RangeSectionMap", "RangeSectionFragment", "RangeSection", "CodeHeapLi
           "ReadyToRunInfo", "HashMap", "Bucket", "Frame", "InlinedCallFrame")
 
 
-def walker_for(dump, contract, version: tuple[int, ...] | None, open_file) -> StackWalker | str:
+def walker_for(dump, contract, version: tuple[int, ...] | None, open_file, dac_table: dict | None = None,
+               module=None) -> StackWalker | str:
     """The runtime's stack walker, or why there is none (a sentence): ``contract`` is the runtime's contract
-    descriptor (or why it has none), ``open_file(path)`` opens a file the dump maps (for the code a heap dump
-    leaves out)."""
+    descriptor (.NET 9+; or why it has none); before .NET 9, formats/stack-walk.toml's layout for the version, its
+    globals found through the runtime's table of DAC globals (``dac_table``: where :func:`~.threadstore.
+    finalizer_thread` found it).  ``open_file(path)`` opens a file the dump maps (the code a heap dump leaves
+    out, a native library's call frame information)."""
     if dump.arch != "x64":
         return (f"managed stacks are walked on x64 dumps only (this one is {dump.arch}): the unwind data of x86 "
                 "and arm64 code is not read yet")
     if dump.os != "linux":
         return ("managed stacks are walked in Linux cores only: a Windows dump's thread contexts, its callee-saved "
                 "registers and its TransitionBlock differ, and are not read yet")
-    if contract is None or isinstance(contract, str):
-        return ("managed stacks are walked through the runtime's contract descriptor (.NET 9 and later); this "
-                "runtime has none")
-    types = {k: dict(v) for k, v in contract.types.items()}
-    for layout in formats.load("stack-walk").get("layouts", []):
-        if version is not None and version_matches(layout["versions"], version):
-            for name, fields in layout.items():
-                if isinstance(fields, dict):
-                    types.setdefault(name, {}).update(fields)
+    layout = next((e for e in formats.load("stack-walk").get("layouts", [])
+                   if version is not None and version_matches(e["versions"], version)), None)
+    if contract is not None and not isinstance(contract, str):
+        types = {k: dict(v) for k, v in contract.types.items()}
+        globals_ = dict(contract.globals)
+        names = {v: k[: -len("Identifier")] for k, v in globals_.items()
+                 if k.endswith("FrameIdentifier") and isinstance(v, int)}
+        gc_version = globals_.get("GCInfoVersion")
+        pointers = int(contract.contracts.get("ExecutionManager", 1)) >= 2
+    elif layout is not None and "dac_table" in layout:
+        found = _by_dac_table(dump.memory, layout, dac_table)
+        if isinstance(found, str):
+            return found
+        types, globals_, names = {}, found[0], found[1]
+        gc_version, pointers = layout.get("gc_info_version"), bool(layout.get("nibble_pointers"))
+    else:
+        return ("managed stacks are walked through the runtime's contract descriptor (.NET 9 and later) or a "
+                "layout of formats/stack-walk.toml (.NET 8); this runtime has neither")
+    for name, fields in (layout or {}).items():
+        if isinstance(fields, dict) and name != "dac_table":
+            types.setdefault(name, {}).update(fields)
     missing = [t for t in NEEDED if t not in types]
-    if missing or "ExecutionManagerCodeRangeMapAddress" not in contract.globals:
-        return ("the contract descriptor does not describe the runtime's code map (missing "
-                f"{', '.join(missing) or 'ExecutionManagerCodeRangeMapAddress'})")
-    names = {v: k[: -len("Identifier")] for k, v in contract.globals.items()
-             if k.endswith("FrameIdentifier") and isinstance(v, int)}
+    if missing or "ExecutionManagerCodeRangeMapAddress" not in globals_ or not isinstance(gc_version, int):
+        return ("the runtime's code map is not described (missing "
+                f"{', '.join(missing) or 'ExecutionManagerCodeRangeMapAddress or GCInfoVersion'})")
     memory = ImageBackedMemory(dump.memory, dump.file_mappings, open_file)
-    code_map = CodeMap(memory, types, contract.globals,
-                       nibble_pointers=int(contract.contracts.get("ExecutionManager", 1)) >= 2)
-    return StackWalker(memory, code_map, types, contract.globals, names)
+    code_map = CodeMap(memory, types, globals_, nibble_pointers=pointers)
+    walker = StackWalker(memory, code_map, types, globals_, names, _NativeCode(dump, open_file))
+    walker.gc_version = gc_version
+    return walker
+
+
+def _by_dac_table(space, layout: dict, dac_table: dict | None) -> tuple[dict, dict] | str:
+    """Before .NET 9: the code map's address and the Frames' vtables from the runtime's table of DAC globals."""
+    spec = layout["dac_table"]
+    if not dac_table or dac_table.get("form") != spec.get("form"):
+        return "the runtime's table of DAC globals was not found (its code map and Frames are named there)"
+    width = 8 if spec["form"] == "address" else 4
+
+    def entry(k: int) -> int | None:
+        raw = space.try_read(dac_table["address"] + width * k, width)
+        if raw is None:
+            return None
+        value = int.from_bytes(raw, "little")
+        return value if width == 8 else dac_table["module"] + value
+
+    top = entry(spec["code_range_map"])
+    if top is None:
+        return "the runtime's table of DAC globals is not in the dump"
+    names = {}
+    for k, name in spec["frames"].items():
+        vtable = entry(int(k))
+        if vtable:
+            names[vtable] = name
+    globals_ = {"ExecutionManagerCodeRangeMapAddress": top, "StubCodeBlockLast": spec.get("stub_code_block_last", 0xF)}
+    if "fcall_methods" in spec:
+        fcalls = entry(spec["fcall_methods"])
+        if fcalls:
+            globals_["FCallMethods"] = fcalls
+    return globals_, names
+
+
+class _NativeCode:
+    """The call frame information of the native libraries a dump maps, each read once from its file."""
+
+    def __init__(self, dump, open_file):
+        import bisect
+
+        self._bisect = bisect
+        self._mappings = sorted(m for m in dump.file_mappings if m.path.endswith(".so") or ".so." in m.path)
+        self._starts = [m.start for m in self._mappings]
+        self._open = open_file
+        self._unwinders: dict = {}
+
+    def unwinder(self, ip: int):
+        i = self._bisect.bisect_right(self._starts, ip) - 1
+        if i < 0 or ip >= self._mappings[i].end:
+            return None
+        path = self._mappings[i].path
+        if path not in self._unwinders:
+            from .nativeunwind import NativeUnwinder
+
+            starts = [m.start for m in self._mappings if m.path == path and m.offset == 0]
+            bias = min(starts) if starts else min(m.start - m.offset for m in self._mappings if m.path == path)
+            f = self._open(path)
+            try:
+                self._unwinders[path] = NativeUnwinder(f.path, bias) if f is not None else None
+            except Exception:  # no usable call frame information (or a file not of its kind): no unwind there
+                self._unwinders[path] = None
+        return self._unwinders[path]
 
 
 @dataclass
@@ -74,7 +148,7 @@ class PreciseStacks:
         return [t for t in self.threads if t.unwalked_from is not None]
 
 
-def precise_stacks(dump, walker: StackWalker, threads, gc_version: int) -> PreciseStacks:
+def precise_stacks(dump, walker: StackWalker, threads, gc_version: int | None = None) -> PreciseStacks:
     """The precise references of each of ``threads`` (the runtime's managed threads: ``os_id`` and ``frame``,
     the top of its explicit Frame chain)."""
     from ..dump.model import REGISTER_NAMES
@@ -85,7 +159,7 @@ def precise_stacks(dump, walker: StackWalker, threads, gc_version: int) -> Preci
     for t in threads:
         regs, sp = registers.get(t.os_id, ({}, None))
         walk = walker.walk(regs, t.frame)
-        refs = frame_references(walker.space, walk, gc_version, walker.t, walker.gc_cache)
+        refs = frame_references(walker.space, walk, gc_version or walker.gc_version, walker.t, walker.gc_cache)
         entry = ThreadRefs(t.os_id, walk, refs)
         if refs.failed:
             first, why = refs.failed[0]

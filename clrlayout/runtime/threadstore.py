@@ -106,13 +106,13 @@ MAX_STORE_SEARCH = 512 << 20
 
 
 def threads_by_layout(space, layout: dict, known: dict[int, tuple[int, int]],
-                      module: tuple[int, int] | None = None) -> list[ManagedThread] | str:
+                      module: tuple[int, int] | None = None, out: dict | None = None) -> list[ManagedThread] | str:
     """Before .NET 9: the runtime's threads in list order at the offsets of ``layout`` (:func:`layout_for`), or why
     not.  ``known``: native Thread -> (managed id, managed Thread object) of every managed Thread object of the heap
     (``_DONT_USE_InternalThread``, ``_managedThreadId``): the layout is used only if each of them holds its object's
     id and a handle to it; the ThreadStore is the SList whose tail is where their links lead.  ``module``: the
     runtime module's (base, end), where its table of DAC globals names the finalizer thread
-    (:func:`finalizer_thread`)."""
+    (:func:`finalizer_thread`; ``out``: given, it gets where that table is)."""
     import numpy as np
 
     thread, store_t = layout["Thread"], layout["ThreadStore"]
@@ -159,17 +159,19 @@ def threads_by_layout(space, layout: dict, known: dict[int, tuple[int, int]],
         link = space.try_read_pointer(link)
     if not set(known) <= set(natives):
         return "the runtime's thread list does not hold every thread its managed Thread objects point at"
-    finalizer = finalizer_thread(space, module, store, layout.get("dac_table"), natives) if module else None
+    finalizer = finalizer_thread(space, module, store, layout.get("dac_table"), natives, out) if module else None
     return _read_threads(space, thread, natives, {finalizer: "finalizer"} if finalizer else {})
 
 
-def finalizer_thread(space, module: tuple[int, int], store: int, table: dict | None, natives: list[int]) -> int | None:
+def finalizer_thread(space, module: tuple[int, int], store: int, table: dict | None, natives: list[int],
+                     out: dict | None = None) -> int | None:
     """The finalizer thread before .NET 9, from the runtime's table of its DAC globals (``g_dacTable``, one entry
     per global of dacvars.h; ``table``: its form and the entries of ``ThreadStore::s_pThreadStore`` and
     ``g_pFinalizerThread``, formats/thread-state.toml): the variable that holds the ThreadStore's address (``store``
     is its list of threads, a field of it) is looked for in the runtime module's memory, then the table by its
     entry that leads there; the finalizer's entry is taken only if it leads to one of the list's threads
-    (``natives``).  None where any of it is not found."""
+    (``natives``).  None where any of it is not found.  ``out``: given, it gets ``dac_table``, where the table
+    starts, its form and the module's base."""
     import numpy as np
 
     if not table or table.get("form") not in ("rva32", "address"):
@@ -185,20 +187,24 @@ def finalizer_thread(space, module: tuple[int, int], store: int, table: dict | N
             memory.append((lo, space.read_available(lo, min(hi - lo, budget))))
             budget -= min(hi - lo, budget)
     threads = set(natives)
-    tables = [np.frombuffer(data[: len(data) // width * width], dtype=dtype) for _, data in memory]  # as entries
+    # as entries
+    tables = [(t_lo, np.frombuffer(data[: len(data) // width * width], dtype=dtype)) for t_lo, data in memory]
     for lo, data in memory:
         words = np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")
         near = (words <= np.uint64(store)) & (words >= np.uint64(max(0, store - STORE_SPAN)))
         for i in np.flatnonzero(near).tolist()[:64]:
             variable = lo + 8 * i  # ThreadStore::s_pThreadStore (the list is a field of it), if the table leads here
-            for entries in tables:
+            for t_lo, entries in tables:
                 wanted = variable - base if rva else variable
                 for k in np.flatnonzero(entries == wanted).tolist()[:8]:
                     at = k - table["thread_store"] + table["finalizer"]
-                    if not 0 <= at < len(entries):
+                    if not 0 <= at < len(entries) or k < table["thread_store"]:
                         continue
                     found = space.try_read_pointer(base + int(entries[at]) if rva else int(entries[at]))
                     if found in threads:
+                        if out is not None:  # where the table starts, for what else it names (the stack walk's)
+                            out["dac_table"] = {"address": t_lo + width * (k - table["thread_store"]),
+                                                "form": table["form"], "module": base}
                         return found
     return None
 

@@ -357,22 +357,65 @@ class RuntimeMemory:
                                  "their objects keep alive may be reported dead")
         return found
 
+    def runtime_threads(self):
+        """The runtime's managed threads (:class:`~clrlayout.runtime.threadstore.ManagedThread`), or why they cannot
+        be read (a sentence): through the contract descriptor (.NET 9+), else at formats/thread-state.toml's Thread
+        layout for the version, used only once the heap's managed Thread objects fit it (each native Thread they
+        point at holds their managed id and a handle to them).  Found once."""
+        if "_runtime_threads" not in self.__dict__:
+            from ..runtime.threadstore import layout_for, managed_threads, threads_by_layout
+
+            version = self.runtime.version_tuple
+            coreclr = self.runtime.flavor == "coreclr"
+            contract = self.contract if coreclr and version and version >= (9,) else None
+            layout = layout_for(version, self.dump.os) if coreclr and contract is None else None
+            found: dict = {}
+            if layout is not None and self.heap.exact:
+                known = {}
+                for o in self.objects_named("System.Threading.Thread"):
+                    fields = {f.name: f for f in self.type_layout(o.method_table).fields} \
+                        if self.type_layout(o.method_table) is not None else {}
+                    native_f = fields.get("_DONT_USE_InternalThread", fields.get("DONT_USE_InternalThread"))
+                    id_f = fields.get("_managedThreadId")
+                    native = self.dump.memory.try_read_pointer(o.address + native_f.offset) if native_f else None
+                    raw_id = self.dump.memory.try_read(o.address + id_f.offset, 4) if id_f else None
+                    if native and raw_id is not None:
+                        known[native] = (int.from_bytes(raw_id, "little"), o.address)
+                module = self.runtime.module
+                threads = threads_by_layout(self.dump.memory, layout, known,
+                                            (module.base, module.base + module.size) if module is not None else None,
+                                            found)
+            else:
+                threads = managed_threads(self.dump.memory, contract)
+            if isinstance(threads, str) and contract is None:
+                threads += f" (this runtime: {self.runtime.flavor} {self.runtime.version})"
+            self._runtime_threads = threads
+            self._dac_table = found.get("dac_table")
+        return self._runtime_threads
+
+    def stack_walker(self):
+        """The runtime's stack walker (:mod:`clrlayout.runtime.threadstacks`), or why there is none (a sentence).
+        Made once."""
+        if "_walker" not in self.__dict__:
+            from ..runtime.threadstacks import walker_for
+
+            self.runtime_threads()  # before .NET 9 it finds the table of DAC globals the walker's globals are in
+            self._walker = walker_for(self.dump, self._statics_contract(), self.runtime.version_tuple,
+                                      self.names.images.file, self.__dict__.get("_dac_table"), self.runtime.module)
+        return self._walker
+
     def _precise_stacks(self):
         """The managed threads' precise stack references where the runtime's stack walker can walk them (.NET 9+,
         x64: :mod:`clrlayout.runtime.threadstacks`); None where it cannot (every stack is then scanned
         conservatively, as before .NET 9)."""
         if "_precise" not in self.__dict__:
-            from ..runtime.threadstacks import precise_stacks, walker_for
-            from ..runtime.threadstore import managed_threads
+            from ..runtime.threadstacks import precise_stacks
 
-            contract = self._statics_contract()
-            walker = walker_for(self.dump, contract, self.runtime.version_tuple, self.names.images.file) \
-                if contract is not None else "no contract descriptor"
-            threads = managed_threads(self.dump.memory, contract) if not isinstance(walker, str) else "no walker"
-            version = contract.globals.get("GCInfoVersion") if not isinstance(walker, str) else None
+            threads = self.runtime_threads()
+            walker = self.stack_walker() if not isinstance(threads, str) else threads
             self._precise = None
-            if not isinstance(threads, str) and isinstance(version, int):
-                self._precise = precise_stacks(self.dump, walker, threads, version)
+            if not isinstance(walker, str):
+                self._precise = precise_stacks(self.dump, walker, threads, walker.gc_version)
         return self._precise
 
     def _statics_contract(self):
