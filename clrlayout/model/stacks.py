@@ -60,9 +60,11 @@ def stack_walker(session: Session) -> StackWalker:
         StacksNotWalkable: not an x64 dump, or a runtime whose code map and Frames are not known (the contract
             descriptor of .NET 9+ and formats/stack-walk.toml's layouts say where they are).
     """
+    from ..runtime.stackwalk import StackWalker
+
     walker = session.stack_walker()
-    if isinstance(walker, str):
-        raise StacksNotWalkable(walker)
+    if not isinstance(walker, StackWalker):
+        raise StacksNotWalkable(str(walker))
     return walker
 
 

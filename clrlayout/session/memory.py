@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RootsNotFound
 
@@ -357,7 +357,7 @@ class RuntimeMemory:
                                  "their objects keep alive may be reported dead")
         return found
 
-    def runtime_threads(self):
+    def runtime_threads(self) -> list | str:
         """The runtime's managed threads (:class:`~clrlayout.runtime.threadstore.ManagedThread`), or why they cannot
         be read (a sentence): through the contract descriptor (.NET 9+), else at formats/thread-state.toml's Thread
         layout for the version, used only once the heap's managed Thread objects fit it (each native Thread they
@@ -393,7 +393,7 @@ class RuntimeMemory:
             self._dac_table = found.get("dac_table")
         return self._runtime_threads
 
-    def stack_walker(self):
+    def stack_walker(self) -> Any:
         """The runtime's stack walker (:mod:`clrlayout.runtime.threadstacks`), or why there is none (a sentence).
         Made once."""
         if "_walker" not in self.__dict__:
