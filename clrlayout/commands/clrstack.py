@@ -24,7 +24,7 @@ def clrstack(file, thread, fmt, assemblies, quiet):
     """The managed call stack of each thread (!clrstack), or of the THREADs given (OS thread ids as `threads`
     prints them: 0x... or decimal): stack pointer, instruction pointer and method (as SOS names it) of every
     managed frame, and the runtime's explicit Frames (transitions to native code, exception dispatch).  Walked
-    without the DAC, from the registers in the dump, in x64 Linux cores of .NET 8 and later."""
+    without the DAC, from the registers in the dump, in x64 Linux cores of .NET Core 3.1 and .NET 8 and later."""
     from ..model.dump import Runtime
     from ..present.jsonout import dumps
     from ..present.text import hexaddr

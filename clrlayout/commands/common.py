@@ -360,7 +360,8 @@ roots_option = click.option(
     "--roots", "kinds", callback=_kinds, default=None, metavar="KINDS",
     help="The roots: a comma list of handles (strong, pinned, async pinned, ref-counted, sized-ref handles), "
          "finalizer (objects ready for finalization), stacks (each managed thread's live references by its frames' GC "
-         "info in x64 Linux cores of .NET 8+; elsewhere every thread's stack, scanned conservatively), "
+         "info in x64 Linux cores of .NET Core 3.1 and .NET 8+; elsewhere every thread's stack, scanned "
+         "conservatively), "
          "statics (each thread's thread statics on .NET 9+; before, handles hold the statics); default all.")
 
 

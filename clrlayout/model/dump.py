@@ -139,7 +139,7 @@ class Runtime:
 
         Raises:
             clrlayout.model.stacks.StacksNotWalkable: not a dump whose stacks can be walked (x64 Linux cores of
-                .NET 8 and later).
+                .NET Core 3.1, .NET 8 and later).
         """
         from .stacks import thread_stacks
 

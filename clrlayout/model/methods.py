@@ -24,6 +24,8 @@ PRIMITIVE_SHORT = {f"System.{v}": v for v in SHORT.values() if "." not in v}
 MAX_DEPTH = 16
 #: MethodDesc::GetClassification() of an InstantiatedMethodDesc (mcInstantiated); its type arguments at the most
 MC_INSTANTIATED, MAX_ARGS = 5, 64
+#: a DynamicMethodDesc's classification (mcDynamic); its name and signature read at the most
+MC_DYNAMIC, MAX_NAME = 7, 4096
 
 
 def _parameters(metadata: Metadata, rid: int, context: _Context | None = None) -> str:
@@ -107,11 +109,14 @@ class MethodNamer:
             try:
                 desc, chunk_t = c.types["MethodDesc"], c.types["MethodDescChunk"]
                 inst = c.types.get("InstantiatedMethodDesc", {})
+                stored, dynamic = c.types.get("StoredSigMethodDesc", {}), c.types.get("DynamicMethodDesc", {})
                 return ({"chunk_index": desc["ChunkIndex"], "token_remainder": desc["Flags3AndTokenRemainder"],
                          "alignment": int(c.globals["MethodDescAlignment"]), "chunk_size": chunk_t["!"],
                          "chunk_method_table": chunk_t["MethodTable"],
                          "chunk_token_range": chunk_t["FlagsAndTokenRange"], "flags": desc["Flags"],
-                         "per_inst_info": inst.get("PerInstInfo"), "num_generic_args": inst.get("NumGenericArgs")},
+                         "per_inst_info": inst.get("PerInstInfo"), "num_generic_args": inst.get("NumGenericArgs"),
+                         "stored_sig": stored.get("Sig"), "stored_sig_size": stored.get("cSig"),
+                         "dynamic_name": dynamic.get("MethodName")},
                         [int(c.globals["MethodDescTokenRemainderBitCount"])])
             except (KeyError, TypeError, ValueError):
                 return None
@@ -142,9 +147,16 @@ class MethodNamer:
         type_name = self.session.type_name(mt)
         image = self.session.names.image_of(mt)
         metadata = image.metadata if image is not None else None
-        if type_name is None or metadata is None:
+        if metadata is None:
             return None
         typedef = self.session.names.token_of(mt) & 0xFFFFFF
+        dynamic = self._dynamic(md, lay, metadata)
+        if dynamic is not None:  # an IL stub or a DynamicMethod: its name and signature are its own, its type
+            if type_name is None and not typedef:  # one the runtime made without metadata, named as SOS names it
+                type_name = "ILStubClass" if dynamic.startswith("IL_STUB") else "DynamicClass"
+            return f"{type_name}.{dynamic}" if type_name is not None else None
+        if type_name is None:
+            return None
         for bits in widths:
             rid = ((rng & ((1 << (24 - bits)) - 1)) << bits) | (flags3 & ((1 << bits) - 1))  # range, remainder
             if self.contract is None and metadata.method_owner(rid) != typedef:
@@ -157,6 +169,34 @@ class MethodNamer:
                     if context.method_args else ""
                 return f"{type_name}.{method}{inst}({_parameters(metadata, rid, context)})"
         return None
+
+    def _dynamic(self, md: int, lay: dict[str, Any], metadata: Metadata) -> str | None:
+        """``Name(Parameters)`` of a dynamic method (classification 7): the name the runtime keeps (a C string) and
+        the signature it stored, whose tokens are its type's module's; None for another kind of method."""
+        space = self.session.dump.memory
+        flags = space.try_read(md + lay["flags"], 2) if lay.get("flags") is not None else None
+        if flags is None or int.from_bytes(flags, "little") & 7 != MC_DYNAMIC or lay.get("dynamic_name") is None:
+            return None
+        name_at = space.try_read_pointer(md + lay["dynamic_name"])
+        # an IL stub's name is a literal of the runtime's module: in its file where a heap dump leaves it out
+        from ..runtime.imagememory import ImageBackedMemory
+
+        files = ImageBackedMemory(space, self.session.dump.file_mappings, self.session.names.images.file)
+        raw = next((r for n in (MAX_NAME, 256, 64) if name_at and (r := files.try_read(name_at, n))), None)
+        sig_at = space.try_read_pointer(md + lay["stored_sig"])
+        size = space.try_read(md + lay["stored_sig_size"], 4)
+        if raw is None or not sig_at or size is None:
+            return None
+        name = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        blob = files.try_read(sig_at, min(int.from_bytes(size, "little"), MAX_NAME))
+        params = "?"
+        if blob is not None:
+            try:
+                _, sig = S.method_signature(blob)
+                params = ", ".join(_type(metadata, p, 0) for p in sig)
+            except S.SignatureError:
+                pass
+        return f"{name}({params})"
 
     def _method_arguments(self, md: int, lay: dict[str, Any]) -> list[int] | None:
         """The type handles a generic method's instantiation (an InstantiatedMethodDesc: classification 5) is of."""

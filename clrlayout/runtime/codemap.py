@@ -77,7 +77,7 @@ class CodeMap:
         self.t = types
         self.g = globals_
         self.nibble_pointers = nibble_pointers  # .NET 10: map units may hold a relative pointer to the method
-        self.top = globals_["ExecutionManagerCodeRangeMapAddress"]
+        self.top = globals_.get("ExecutionManagerCodeRangeMapAddress")
         self._functions: dict[int, list[tuple[int, int, int]]] = {}
         self._cache: dict[int, CodeInfo | None] = {}
 
@@ -102,7 +102,9 @@ class CodeMap:
         return value
 
     def range_section(self, ip: int) -> int | None:
-        """The RangeSection whose range holds ``ip`` (None: none, or the map is not in the dump)."""
+        """The RangeSection whose range holds ``ip`` (None: none)."""
+        if "ExecutionManagerCodeRangeList" in self.g:
+            return self._listed_section(ip)
         level_map = self.top + self.t["RangeSectionMap"]["TopLevelData"]
         bits = ip >> (MAX_BIT + 1 - LEVELS * LEVEL_BITS)
         for level in range(LEVELS, 0, -1):
@@ -127,6 +129,19 @@ class CodeMap:
             fragment = (self._ptr(fragment + frag_t["Next"]) or 0) & ~1
         return None
 
+    def _listed_section(self, ip: int) -> int | None:
+        """Before .NET 8: the runtime's RangeSections are a list (ExecutionManager::m_CodeRangeList), sorted by
+        address, from the highest."""
+        rs = self.t["RangeSection"]
+        section = self._ptr(self.g["ExecutionManagerCodeRangeList"])
+        for _ in range(MAX_FRAGMENTS):
+            if not section:
+                return None
+            if self._ptr(section + rs["RangeBegin"]) <= ip < self._ptr(section + rs["RangeEndOpen"]):
+                return section
+            section = self._ptr(section + rs["Next"])
+        return None
+
     # --- the lookup --------------------------------------------------------------------------------------
 
     def find(self, ip: int) -> CodeInfo | None:
@@ -143,7 +158,11 @@ class CodeMap:
             rs = self.t["RangeSection"]
             flags = self._u32(section + rs["Flags"]) or 0
             base = self._ptr(section + rs["RangeBegin"]) or 0
-            r2r = self._ptr(section + rs["R2RModule"])
+            if "HeapListOrModule" in rs:  # before .NET 8: one field, the flags say which
+                either = self._ptr(section + rs["HeapListOrModule"])
+                r2r = either if flags & rs["ReadyToRunFlag"] else 0
+            else:
+                r2r = self._ptr(section + rs["R2RModule"])
             if r2r:
                 info = self._ready_to_run(r2r, base, ip)
             elif flags & RANGE_FLAG_CODE_HEAP and not flags & RANGE_FLAG_RANGE_LIST:
@@ -153,7 +172,8 @@ class CodeMap:
         return info
 
     def _jitted(self, section: int, base: int, ip: int) -> CodeInfo | None:
-        heap = self._ptr(section + self.t["RangeSection"]["HeapList"])
+        rs = self.t["RangeSection"]
+        heap = self._ptr(section + rs.get("HeapList", rs.get("HeapListOrModule")))
         if not heap:
             return None
         h = self.t["CodeHeapListNode"]

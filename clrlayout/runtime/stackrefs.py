@@ -69,6 +69,9 @@ def frame_references(space, walk: Walk, version: int, types: dict | None = None,
         if f.frame and f.frame_name in PROTECTING and types is not None:
             out.refs += _protected(space, f, types)
             continue
+        if f.frame and f.frame_name == "GCFrame" and types is not None and "GCFrame" in types:
+            out.refs += _gc_frame(space, f, types["GCFrame"])
+            continue
         info = f.code
         if info is None or f.context is None:
             continue
@@ -147,6 +150,23 @@ def _protected(space, f: StackFrame, types: dict) -> list[StackRef]:
         if value is not None:
             out.append(StackRef(slot, None, value, 0, f.frame, f.sp, f.method_desc,
                                 f"[{f.frame_name} protected object]"))
+    return out
+
+
+def _gc_frame(space, f: StackFrame, layout: dict) -> list[StackRef]:
+    """The object references a GCFrame protects (GCPROTECT in the runtime's own code, before .NET 10: a Frame of
+    the chain): its array of OBJECTREFs, interior pointers where it says so."""
+    array = space.try_read_pointer(f.frame + layout["ObjRefs"])
+    count = space.try_read_u32(f.frame + layout["NumObjRefs"])
+    interior = space.try_read_u32(f.frame + layout["MaybeInterior"])
+    if not array or count is None or count > MAX_PROTECTED or interior is None:
+        return []
+    out = []
+    for k in range(count):
+        value = space.try_read_pointer(array + 8 * k)
+        if value is not None:
+            out.append(StackRef(array + 8 * k, None, value, 1 if interior & 0xFF else 0, f.frame, f.sp,
+                                f.method_desc, "[GCFrame protected object]"))
     return out
 
 

@@ -155,6 +155,9 @@ class StackWalker:
         its Datum while a call is in progress, unless odd — a CALLI's target — or a small marker)."""
         if name.startswith("HelperMethodFrame"):
             return self._fcall_method(frame)
+        if name in TRANSITION_FRAMES:  # FramedMethodFrame::GetFunction: the method being called (0: not known yet)
+            at = self.t.get("FramedMethodFrame", {}).get("MethodDescPtr")
+            return (self.space.try_read_pointer(frame + at) or 0) if at is not None else 0
         if name != "InlinedCallFrame":
             return 0
         icf, ptr = self.t["InlinedCallFrame"], self.space.try_read_pointer

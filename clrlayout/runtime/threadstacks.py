@@ -50,12 +50,15 @@ def walker_for(dump, contract, version: tuple[int, ...] | None, open_file, dac_t
         gc_version, pointers = layout.get("gc_info_version"), bool(layout.get("nibble_pointers"))
     else:
         return ("managed stacks are walked through the runtime's contract descriptor (.NET 9 and later) or a "
-                "layout of formats/stack-walk.toml (.NET 8); this runtime has neither")
+                "layout of formats/stack-walk.toml (.NET Core 3.1, .NET 8); this runtime has neither")
     for name, fields in (layout or {}).items():
         if isinstance(fields, dict) and name != "dac_table":
             types.setdefault(name, {}).update(fields)
-    missing = [t for t in NEEDED if t not in types]
-    if missing or "ExecutionManagerCodeRangeMapAddress" not in globals_ or not isinstance(gc_version, int):
+    listed = "ExecutionManagerCodeRangeList" in globals_
+    unused = ("RangeSectionMap", "RangeSectionFragment") if listed else ()
+    missing = [t for t in NEEDED if t not in types and t not in unused]
+    if missing or not (listed or "ExecutionManagerCodeRangeMapAddress" in globals_) \
+            or not isinstance(gc_version, int):
         return ("the runtime's code map is not described (missing "
                 f"{', '.join(missing) or 'ExecutionManagerCodeRangeMapAddress or GCInfoVersion'})")
     memory = ImageBackedMemory(dump.memory, dump.file_mappings, open_file)
@@ -79,7 +82,8 @@ def _by_dac_table(space, layout: dict, dac_table: dict | None) -> tuple[dict, di
         value = int.from_bytes(raw, "little")
         return value if width == 8 else dac_table["module"] + value
 
-    top = entry(spec["code_range_map"])
+    listed = "code_range_list" in spec  # before .NET 8: a list of RangeSections, not a map
+    top = entry(spec["code_range_list" if listed else "code_range_map"])
     if top is None:
         return "the runtime's table of DAC globals is not in the dump"
     names = {}
@@ -87,7 +91,8 @@ def _by_dac_table(space, layout: dict, dac_table: dict | None) -> tuple[dict, di
         vtable = entry(int(k))
         if vtable:
             names[vtable] = name
-    globals_ = {"ExecutionManagerCodeRangeMapAddress": top, "StubCodeBlockLast": spec.get("stub_code_block_last", 0xF)}
+    globals_ = {"ExecutionManagerCodeRangeList" if listed else "ExecutionManagerCodeRangeMapAddress": top,
+                "StubCodeBlockLast": spec.get("stub_code_block_last", 0xF)}
     if "fcall_methods" in spec:
         fcalls = entry(spec["fcall_methods"])
         if fcalls:
