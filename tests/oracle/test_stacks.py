@@ -1,14 +1,14 @@
 """``clrlayout clrstack`` against the runtime's own DAC (issue 49, items 2 and 6): on fresh .NET Core 3.1, .NET 8 and
 10 cores of the stacks target — threads spinning in managed code, in a P/Invoke, waiting in the runtime, inside a
-catch and a finally funclet, holding a lock, twelve frames deep in a generic method of a generic type — under both GCs, as a
-full core and as createdump's default heap dump (which leaves the modules' code out: their unwind data is read
-from the files, as the DAC reads them), every frame the DAC's stack walk (IXCLRDataStackWalk, as SOS's !clrstack
-walks) gives is ours: stack pointer, instruction pointer, explicit Frame and its type, MethodDesc, and the method's
-name as GetMethodDescName prints it — no frame more, none less.  .NET 8 publishes no contract descriptor: its
-structures are formats/stack-walk.toml's, its globals in the runtime's table of DAC globals, and its
+catch and a finally funclet, holding a lock, twelve frames deep in a generic method of a generic type — under both
+GCs, as a full core and as createdump's default heap dump (which leaves the modules' code out: their unwind data is
+read from the files, as the DAC reads them), every frame the DAC's stack walk (IXCLRDataStackWalk, as SOS's
+!clrstack walks) gives is ours: stack pointer, instruction pointer, explicit Frame and its type, MethodDesc, and the
+method's name as GetMethodDescName prints it — no frame more, none less. .NET 8 publishes no contract descriptor:
+its structures are formats/stack-walk.toml's, its globals in the runtime's table of DAC globals, and its
 HelperMethodFrames' machine state is unwound from the FCall's capture through libcoreclr's DWARF call frame
-information; 3.1 adds a list of RangeSections, GCFrames and IL stubs.  .NET Core 2.2 is not walked, and clrstack
-says so (exit 4) instead of guessing."""
+information; 3.1 adds a list of RangeSections, GCFrames and IL stubs. .NET Core 2.2 is not walked, and clrstack says
+so (exit 4) instead of guessing."""
 
 from __future__ import annotations
 
