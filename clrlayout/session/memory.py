@@ -370,28 +370,39 @@ class RuntimeMemory:
             contract = self.contract if coreclr and version and version >= (9,) else None
             layout = layout_for(version, self.dump.os) if coreclr and contract is None else None
             found: dict = {}
+            kept = None
             if layout is not None and self.heap.exact:
-                known = {}
-                for o in self.objects_named("System.Threading.Thread"):
-                    fields = {f.name: f for f in self.type_layout(o.method_table).fields} \
-                        if self.type_layout(o.method_table) is not None else {}
-                    native_f = fields.get("_DONT_USE_InternalThread", fields.get("DONT_USE_InternalThread"))
-                    id_f = fields.get("_managedThreadId")
-                    native = self.dump.memory.try_read_pointer(o.address + native_f.offset) if native_f else None
-                    raw_id = self.dump.memory.try_read(o.address + id_f.offset, 4) if id_f else None
-                    if native and raw_id is not None:
-                        known[native] = (int.from_bytes(raw_id, "little"), o.address)
+                note = self._IndexNote(self, "threads")  # the managed Thread objects, found by a walk once
+                kept = note.load()
+                known = {int(n): (int(i), int(o)) for n, i, o in kept["known"]} \
+                    if isinstance(kept, dict) and isinstance(kept.get("known"), list) else self._thread_objects()
                 module = self.runtime.module
                 threads = threads_by_layout(self.dump.memory, layout, known,
                                             (module.base, module.base + module.size) if module is not None else None,
                                             found)
             else:
                 threads = managed_threads(self.dump.memory, contract)
+            if layout is not None and self.heap.exact and kept is None:  # what the walk found, whatever it gives
+                note.save({"known": [[n, i, o] for n, (i, o) in sorted(known.items())]})
             if isinstance(threads, str) and contract is None:
                 threads += f" (this runtime: {self.runtime.flavor} {self.runtime.version})"
             self._runtime_threads = threads
             self._dac_table = found.get("dac_table")
         return self._runtime_threads
+
+    def _thread_objects(self) -> dict:
+        """native Thread -> (managed id, object) of each managed Thread object of the heap (one walk)."""
+        known = {}
+        for o in self.objects_named("System.Threading.Thread"):
+            layout = self.type_layout(o.method_table)
+            fields = {f.name: f for f in layout.fields} if layout is not None else {}
+            native_f = fields.get("_DONT_USE_InternalThread", fields.get("DONT_USE_InternalThread"))  # 2.x: no "_"
+            id_f = fields.get("_managedThreadId")
+            native = self.dump.memory.try_read_pointer(o.address + native_f.offset) if native_f else None
+            raw_id = self.dump.memory.try_read(o.address + id_f.offset, 4) if id_f else None
+            if native and raw_id is not None:
+                known[native] = (int.from_bytes(raw_id, "little"), o.address)
+        return known
 
     def stack_walker(self) -> Any:
         """The runtime's stack walker (:mod:`clrlayout.runtime.threadstacks`), or why there is none (a sentence).
