@@ -174,3 +174,19 @@ def test_the_walker_ends_on_any_bytes(code_map, level, stack_bytes):
         CodeMap(mem, TYPES, globals_, False).find(ip)
     except CodeMapUnreadable:
         pass
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(st.binary(min_size=0, max_size=512), st.integers(0, 4096), st.sampled_from([1, 2, 4]), st.booleans())
+def test_gc_info_of_any_bytes_decodes_or_says_why(data, offset, version, active):
+    """Random bytes as GC info: the decoder answers, or raises GcInfoError, within its bounds (no other exception,
+    no endless number, no huge table)."""
+    from clrlayout.runtime.gcinfo import GcInfoError, live_slots
+
+    mem = Memory()
+    mem.put(BASE, data)
+    try:
+        live = live_slots(mem.try_read, BASE, offset, version, active)
+    except GcInfoError:
+        return
+    assert len(live.tracked) + len(live.untracked) <= 1 << 16
