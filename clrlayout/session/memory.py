@@ -416,12 +416,17 @@ class RuntimeMemory:
         return self._walker
 
     def _precise_stacks(self):
-        """The managed threads' precise stack references where the runtime's stack walker can walk them (.NET 9+,
-        x64: :mod:`clrlayout.runtime.threadstacks`); None where it cannot (every stack is then scanned
-        conservatively, as before .NET 9)."""
+        """The managed threads' precise stack references where the runtime's stack walker can walk them (x64
+        Linux cores of .NET Core 3.1, .NET 8 and 9+: :mod:`clrlayout.runtime.threadstacks`); None where it cannot
+        (every stack is then scanned conservatively).  Not while the dump's reads are recorded for ``trim`` before
+        .NET 9: the thread list is found there by searching the runtime's data and the native heap, and a trimmed
+        (or redacted) copy keeps what was read as it was."""
         if "_precise" not in self.__dict__:
             from ..runtime.threadstacks import precise_stacks
 
+            if getattr(self.dump.memory, "log", None) is not None and self._statics_contract() is None:
+                self._precise = None
+                return None
             threads = self.runtime_threads()
             walker = self.stack_walker() if not isinstance(threads, str) else threads
             self._precise = None
