@@ -163,9 +163,8 @@ def test_the_live_heap_is_the_runtimes(stacks_core, capsys):
     finalization queue and thread statics as clrlayout reads them (checked against the DAC elsewhere), and the DAC's
     precise stack references instead of clrlayout's — the same objects, to the byte; `roots` names the frame and
     slot of a stack root."""
-    import numpy as np
-
     from clrlayout.session import open_session
+    from tests.support.reach import reached_from
 
     dac = _dac_references(stacks_core)
     with open_session(str(stacks_core.path)) as s:
@@ -177,17 +176,7 @@ def test_the_live_heap_is_the_runtimes(stacks_core, capsys):
         precise = {g.node(r.object) for r in og.roots.roots if r.kind == "stack"}
         every = {g.node(r.object) for r in og.roots.roots if r.kind.startswith("stack")}
         assert precise <= from_dac - {None} <= every  # a Frame's saved arguments: among the conservative words
-        frontier = sorted((others | from_dac) - {None})
-        reached = np.zeros(g.count, dtype=bool)
-        reached[frontier] = True
-        while frontier:
-            nxt = []
-            for v in frontier:
-                for w in og.indices[og.indptr[v]: og.indptr[v + 1]].tolist():
-                    if not reached[w]:
-                        reached[w] = True
-                        nxt.append(w)
-            frontier = nxt
+        reached = reached_from(og, others | from_dac)
         assert reached.sum() == og.live.sum() > 1000
         assert (reached == og.live).all()
         code, stdout, _ = run_cli(capsys, "clrstack", str(stacks_core.path), "--format", "json")

@@ -541,17 +541,9 @@ def test_no_object_the_dacs_roots_keep_alive_is_dead(graph_cores):
         assert None not in precise, (core.path, [hex(r["object"]) for r in on_heap
                                                  if g.containing(r["object"]) is None])
         assert precise, core.path  # 13 to 20 references of the main thread on these cores
-        frontier = sorted((roots | precise) - {None})
-        reached = np.zeros(g.count, dtype=bool)
-        reached[frontier] = True
-        while frontier:
-            nxt = []
-            for v in frontier:
-                for w in og.indices[og.indptr[v]: og.indptr[v + 1]].tolist():
-                    if not reached[w]:
-                        reached[w] = True
-                        nxt.append(w)
-            frontier = nxt
+        from tests.support.reach import reached_from
+
+        reached = reached_from(og, roots | precise)
         dead = np.flatnonzero(reached & ~og.live)
         assert len(dead) == 0, (core.path, [hex(int(g.addresses[v])) for v in dead[:5]])
         assert reached.sum() > 100
