@@ -149,6 +149,8 @@ class StackWalker:
                 current = len(out.frames)
                 out.frames.append(StackFrame(ctx["rip"], ctx["rsp"], info.method_desc, code=info, context=dict(ctx),
                                              active=leaf))
+        else:  # the bound, not the end of the stack
+            out.error = f"the walk stopped after {MAX_FRAMES:,} frames"
 
     def frame_method(self, frame: int, name: str) -> int:
         """The method a Frame is for, where it says (InlinedCallFrame::GetFunction: the P/Invoke's MethodDesc,
