@@ -222,8 +222,8 @@ static class Program
             crash.Join();
             return 1;
         }
+        List<string> mainOwned = Strings("main", 100);  // before READY: the dump finds this thread waiting
         Console.WriteLine("READY " + Process.GetCurrentProcess().Id);
-        List<string> mainOwned = Strings("main", 100);
         Console.ReadLine();
         GC.KeepAlive(mainOwned);
         Stop = true;
