@@ -58,6 +58,10 @@ class Thread:
     #: dump's architecture (an ELF core's ``pr_reg``); empty where the dump does not have them
     registers: tuple[int, ...] = ()
 
+    def context(self, arch: str) -> dict[str, int]:
+        """The registers the dump holds, by name (empty where it holds none)."""
+        return dict(zip(REGISTER_NAMES.get(arch, ()), self.registers))
+
     def register(self, arch: str, name: str) -> int | None:
         """One register by its name (``rip``, ``fs_base``...), or None where the dump does not hold it."""
         names = REGISTER_NAMES.get(arch, ())

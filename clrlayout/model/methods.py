@@ -89,6 +89,8 @@ class MethodNamer:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        #: the dump's memory, then its modules' files (made when a dynamic method is first named)
+        self._files: Any = None
         version = session.runtime.version_tuple
         contract = session.contract if session.runtime.flavor == "coreclr" and version and version >= (9,) else None
         self.contract = contract if contract is not None and not isinstance(contract, str) else None
@@ -179,9 +181,11 @@ class MethodNamer:
             return None
         name_at = space.try_read_pointer(md + lay["dynamic_name"])
         # an IL stub's name is a literal of the runtime's module: in its file where a heap dump leaves it out
-        from ..runtime.imagememory import ImageBackedMemory
+        if self._files is None:
+            from ..runtime.imagememory import ImageBackedMemory
 
-        files = ImageBackedMemory(space, self.session.dump.file_mappings, self.session.names.images.file)
+            self._files = ImageBackedMemory(space, self.session.dump.file_mappings, self.session.names.images.file)
+        files = self._files
         raw = next((r for n in (MAX_NAME, 256, 64) if name_at and (r := files.try_read(name_at, n))), None)
         sig_at = space.try_read_pointer(md + lay["stored_sig"])
         size = space.try_read(md + lay["stored_sig_size"], 4)

@@ -75,15 +75,13 @@ def thread_stacks(session: Session, threads: list[ThreadInfo] | None = None) -> 
         StacksNotWalkable: see :func:`stack_walker`.
         ThreadsNotFound: the runtime's thread list cannot be read.
     """
-    from ..dump.model import REGISTER_NAMES
     from .methods import MethodNamer
     from .threads import managed_threads
 
     walker = stack_walker(session)
     if threads is None:
         threads = managed_threads(session)
-    names = REGISTER_NAMES.get(session.dump.arch, ())
-    registers = {t.id: dict(zip(names, t.registers)) for t in session.dump.threads}
+    registers = {t.id: t.context(session.dump.arch) for t in session.dump.threads}
     namer = MethodNamer(session)
     known: dict[int, str | None] = {}
 

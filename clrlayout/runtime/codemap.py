@@ -15,7 +15,8 @@ that method's code starts, and the unwind data that covers the address.  Without
   entry before it, does).
 
 The offsets are the contract descriptor's names (``RangeSection.RangeBegin``...): the runtime's own on .NET 9+,
-formats/stack-walk.toml's before.  Every read is bounded; a damaged map answers "not managed code"."""
+formats/stack-walk.toml's before.  Every read is bounded; where the map's own memory is not in the dump,
+:class:`CodeMapUnreadable` says so (whether an address is managed code cannot then be told)."""
 
 from __future__ import annotations
 
@@ -282,7 +283,7 @@ class CodeMap:
         size = self._u32(buckets)
         bucket_size = self.t["Bucket"]["!"]
         keys_at, values_at = self.t["Bucket"]["Keys"], self.t["Bucket"]["Values"]
-        if not size or size < 2:
+        if size < 2:
             return None
         mask = int(self.g.get("HashMapValueMask", (1 << 63) - 1))
         key = entry if entry > 1 else entry + 100

@@ -20,8 +20,8 @@ NEEDED = ("RangeSectionMap", "RangeSectionFragment", "RangeSection", "CodeHeapLi
           "ReadyToRunInfo", "HashMap", "Bucket", "Frame", "InlinedCallFrame")
 
 
-def walker_for(dump, contract, version: tuple[int, ...] | None, open_file, dac_table: dict | None = None,
-               module=None) -> StackWalker | str:
+def walker_for(dump, contract, version: tuple[int, ...] | None, open_file,
+               dac_table: dict | None = None) -> StackWalker | str:
     """The runtime's stack walker, or why there is none (a sentence): ``contract`` is the runtime's contract
     descriptor (.NET 9+; or why it has none); before .NET 9, formats/stack-walk.toml's layout for the version, its
     globals found through the runtime's table of DAC globals (``dac_table``: where :func:`~.threadstore.
@@ -156,10 +156,7 @@ class PreciseStacks:
 def precise_stacks(dump, walker: StackWalker, threads, gc_version: int | None = None) -> PreciseStacks:
     """The precise references of each of ``threads`` (the runtime's managed threads: ``os_id`` and ``frame``,
     the top of its explicit Frame chain)."""
-    from ..dump.model import REGISTER_NAMES
-
-    names = REGISTER_NAMES.get(dump.arch, ())
-    registers = {t.id: (dict(zip(names, t.registers)), t.sp) for t in dump.threads}
+    registers = {t.id: (t.context(dump.arch), t.sp) for t in dump.threads}
     out = PreciseStacks()
     for t in threads:
         regs, sp = registers.get(t.os_id, ({}, None))

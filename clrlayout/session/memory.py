@@ -412,7 +412,7 @@ class RuntimeMemory:
 
             self.runtime_threads()  # before .NET 9 it finds the table of DAC globals the walker's globals are in
             self._walker = walker_for(self.dump, self._statics_contract(), self.runtime.version_tuple,
-                                      self.names.images.file, self.__dict__.get("_dac_table"), self.runtime.module)
+                                      self.names.images.file, self.__dict__.get("_dac_table"))
         return self._walker
 
     def _precise_stacks(self):
