@@ -16,22 +16,18 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import click
 
 from . import __version__
-from .commands import COMMANDS
+from .commands import LazyGroup
 from .commands.common import EXIT_CODES
 from .errors import ClrLayoutError, ExitCode, as_flags
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(__version__, prog_name="clrlayout")
 def cli():
     """Show how .NET objects sit in memory, byte by byte, from a crash dump (no DAC needed).
 
     Reads Windows minidumps (x86, x64) and Linux ELF cores of .NET Framework 4.x and CoreCLR processes.
     """
-
-
-for _command in COMMANDS:
-    cli.add_command(_command)
 
 
 def _utf8_output() -> None:

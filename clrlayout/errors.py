@@ -254,12 +254,13 @@ class NotExact(ClrLayoutError):
 #: a library message names an option as the Python API's keyword (``method_table=0x...``); the command line
 #: shows its flag instead (``--mt 0x...``): :func:`as_flags`, at the CLI's chokepoints
 OPTION_FLAGS = {"method_table=": "--mt ", "profile=": "--profile ", "assemblies=": "--assemblies ",
-                "heap=": "--heap ", "roots=": "--roots ", "runtime_version=": "--runtime-version "}
+                "heap=": "--heap ", "roots=": "--roots ", "runtime_version=": "--runtime-version ",
+                "type_name=": "--type "}
 _OPTION = re.compile(r"\b(" + "|".join(k[:-1] for k in OPTION_FLAGS) + r")=")
 
 
 #: an API keyword set to True that is a flag of its own on the command line
-SWITCH_FLAGS = {"redact=True": "--redact", "keep_stacks=True": "--keep-stacks"}
+SWITCH_FLAGS = {"redact=True": "--redact", "keep_stacks=True": "--keep-stacks", "exact=True": "--exact"}
 _SWITCH = re.compile(r"\b(" + "|".join(re.escape(k) for k in SWITCH_FLAGS) + r")")
 
 

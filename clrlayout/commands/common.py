@@ -7,7 +7,7 @@ import re
 
 import click
 
-from ..errors import NotExact, OutputError, RedactedPart, TypeNotFound, UnsupportedType, UsageError, as_flags
+from ..errors import NotExact, OutputError, RedactedPart, UnsupportedType, UsageError, as_flags
 from ..limits import limits_from_env
 
 STRING_TYPES = {"System.String", "string", "String"}
@@ -38,6 +38,20 @@ def out(line: str = "") -> None:
         raise
     except OSError as e:
         raise OutputError(f"cannot write the output: {e.strerror or e}") from None
+
+
+def emit(result, fmt: str) -> None:
+    """Write a command's :class:`~clrlayout.present.results.Result` in the format asked for."""
+    from ..present.results import render
+
+    for line in render(result, fmt):
+        out(line)
+
+
+def format_option(*formats: str, help: str | None = None):
+    """--format: the forms of the command's answer (the first is the default)."""
+    return click.option("--format", "fmt", type=click.Choice(list(formats)), default=formats[0], show_default=True,
+                        help=help)
 
 
 def flags_in(data):
@@ -92,7 +106,7 @@ def _generations(ctx, param, value):
     """--gen 0,1,2,loh,poh,frozen (3 and 4 as SOS numbers the LOH and the POH) -> heap codes."""
     if not value:
         return None
-    from ..heap.segments import HEAP_CODES
+    from ..model.heap import HEAP_CODES
 
     names = {"0": "gen0", "1": "gen1", "2": "gen2", "3": "loh", "4": "poh"}
     codes = set()
@@ -138,12 +152,13 @@ def scan_options(f):
 
 
 def _open(file, mt, profile, heap, assemblies=()):
-    from ..session import open_session
+    """The dump, opened through the model (:func:`clrlayout.model.open`) with the command line's index choice."""
+    from ..model import open as open_dump
 
     ctx = click.get_current_context(silent=True)
     index = ctx.meta.get("clrlayout.index") if ctx is not None else None
-    return open_session(file, mt=mt, profile=profile, heap=heap, limits=limits_from_env(),
-                        assemblies=list(assemblies), index=index)
+    return open_dump(file, method_table=mt, profile=profile, heap=heap, limits=limits_from_env(),
+                     assemblies=list(assemblies), index=index)
 
 
 def _index_choice(ctx, param, value):
@@ -182,7 +197,7 @@ assemblies_option = click.option(
 
 def make_filter(min_length, max_length, contains, regex, address_range, min_size=None, max_size=None,
                 generations=None):
-    from ..analyses.filters import StringFilter
+    from ..model.listing import StringFilter
 
     if min_length is not None and max_length is not None and min_length > max_length:
         raise UsageError(f"--min-length {min_length} is more than --max-length {max_length}: nothing can match")
@@ -200,43 +215,41 @@ def _type_check(type_name: str) -> None:
         raise UnsupportedType(f"--type {type_name}: only System.String is supported")
 
 
-def _preamble(session, quiet: bool) -> None:
+def _preamble(dump, quiet: bool) -> None:
     """What qualifies the whole answer (a heuristic scan, a truncated file, memory the dump lacks), on
     stderr before the answer: on a big dump the listing would bury it."""
-    if not quiet:
-        for w in session.warnings:
+    for w in dump.unshown_warnings():
+        if not quiet:
             warn(w)
-    session.warned = len(session.warnings)
 
 
-def _redacted_values(session, quiet: bool, by_value=()) -> None:
+def _redacted_values(dump, quiet: bool, by_value=()) -> None:
     """On a dump ``trim --redact`` wrote, whose values are zeros: options that select by value (``by_value``, the
     flags given) refuse, since every answer would be wrong; values that are printed are said to be zeros."""
-    mark = session.dump.redaction
-    if mark is None:
+    redacted = dump.redacted
+    if redacted is None:
         return
-    from ..dump.redaction import describe
-
     if by_value:
-        raise RedactedPart(f"{', '.join(by_value)}: this dump was {describe(mark)}; an answer by value would be "
+        raise RedactedPart(f"{', '.join(by_value)}: this dump was {redacted}; an answer by value would be "
                            "wrong (use the original dump)")
     if not quiet:
-        warn(f"this dump was {describe(mark)}: the values shown are zeros, not the program's")
+        warn(f"this dump was {redacted}: the values shown are zeros, not the program's")
 
 
-def _report(session, quiet: bool, strict: bool = False) -> None:
+def _report(dump, quiet: bool, strict: bool = False) -> None:
     """After the answer: what the walk found (heap anomalies, each at its address) and any warning that came
     up since the preamble.  Under --strict, an answer that is not exact and complete is an error."""
+    later = dump.unshown_warnings()
     if not quiet:
-        for w in session.warnings[getattr(session, "warned", 0):]:
+        for w in later:
             warn(w)
-        f = session.findings
+        f = dump.findings
         for item in f:
             warn(str(item))
         if f.count > len(f.items):
             warn(f"... and {f.count - len(f.items)} more findings")
     if strict:
-        problems = session.problems()
+        problems = dump.problems()
         if problems:
             raise NotExact("not exact and complete (--strict): " + "; ".join(problems))
 
@@ -248,13 +261,6 @@ EXIT_CODES = ("Exit codes: 0 ok; 1 an answer not exact and complete under --stri
               "clrlayout.")
 
 
-def _no_objects_of(session, mt: int, asked: str, also: str = "") -> TypeNotFound:
-    """--mt MT found nothing: either the dump holds no MethodTable there, or no object has it."""
-    if session.mts.get(mt) is None:
-        return TypeNotFound(f"--mt {mt:#x}: no MethodTable in the dump there")
-    return TypeNotFound(f"{asked}: no object of this MethodTable{also} on the heap")
-
-
 def _csv_field(value: str) -> str:
     import csv
     import io
@@ -264,88 +270,37 @@ def _csv_field(value: str) -> str:
     return buf.getvalue()
 
 
-def _object_layout(session, obj, full: bool):
-    """The rows and bytes of one object of any type (strings included)."""
-    from ..objects.instances import instance_layout
+def _print_object_layout(dump, obj, heap_name: str, fmt: str, full: bool, lay=None) -> None:
+    from ..model.layouts import object_layout, runtime_label, type_problems
+    from ..present.jsonout import object_record
+    from ..present.listing import layout_result
 
-    h = session.profile.object.header_size
-    data = session.dump.memory.read(obj.address - h, obj.aligned_size)
-    if obj.method_table == session.mts.string_mt:  # a string: its own rows (length, characters, terminator)
-        from ..findings import Findings
-        from ..objects.layout import string_layout
-        from ..objects.strings import read_strings
-
-        s = read_strings(session.dump.memory, session.profile, [obj.address], obj.segment.large, Findings(0))
-        if s:
-            return string_layout(session.profile, s[0].length, s[0], data, obj.segment.large,
-                                 max_value_chars=None if full else 60)
-    element = session.array_element(obj.method_table) if obj.type.component_size else None
-    referent = (lambda address: session.referent(address, None)) if full else session.referent
-    return instance_layout(session.profile, session.type_layout(obj.method_table), obj.address, data, obj.size,
-                           obj.aligned_size,
-                           obj.count, element, referent, obj.segment.large, max_elements=None if full else 16)
-
-
-def _print_object_layout(session, obj, heap_name: str, fmt: str, full: bool, lay=None) -> None:
-    from ..present import hexview, jsonout, text
-
-    lay_type = session.type_layout(obj.method_table)
-    lay = lay or _object_layout(session, obj, full)
-    if fmt == "jsonl":
-        out(jsonout.dumps({**jsonout.object_record(obj, heap_name), "layout": jsonout.layout_record(lay),
-                           **({"problems": list(lay_type.problems)} if lay_type.problems else {})}))
-        return
+    lay = lay or object_layout(dump, obj, full)
     name = obj.type_name or f"<unknown type, MT {obj.method_table:#x}>"
-    title = (f"{name} at {obj.address:#x} (MethodTable {obj.method_table:#x}, {session.runtime.flavor} "
-             f"{session.runtime.version or '?'} {session.dump.arch}, {heap_name}):")
-    for line in text.layout_table(lay, title):
-        out(line)
-    for problem in lay_type.problems:
-        out(f"  (incomplete: {problem})")
-    out()
-    for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
-        out(line)
-    out()
+    title = f"{name} at {obj.address:#x} (MethodTable {obj.method_table:#x}, {runtime_label(dump)}, {heap_name}):"
+    emit(layout_result(object_record(obj, heap_name), lay, title, type_problems(dump, obj.method_table), full), fmt)
 
 
-def _progress(session, enabled: bool, rows_to=None):
+def _progress(dump, fmt: str, rows_to=None):
+    """The progress bar of a walk of the heap, on a terminal, for the table form (a program reads the others)."""
+    from ..model.listing import heap_bytes
     from ..present.progress import ScanProgress
 
-    return ScanProgress(sum(seg.size for seg in session.heap.segments) or session.dump.memory.total_bytes, enabled,
-                        rows_to)
+    return ScanProgress(heap_bytes(dump), fmt == "table", rows_to)
 
 
 def make_object_filter(min_size, max_size, generations, address_range, mt):
-    from ..analyses.filters import ObjectFilter
+    from ..model.listing import ObjectFilter
 
     make_filter(None, None, None, None, address_range, min_size, max_size)  # the same checks as for strings
     return ObjectFilter(tuple(address_range) if address_range else None, min_size, max_size, generations, mt)
-
-
-def _named(session, method_tables, type_name: str, exact: bool) -> bool:
-    """Whether one of ``method_tables`` has a name (as the DAC or reflection prints it) that is ``type_name``
-    (``exact``) or contains it."""
-    return any(session.is_named(mt, type_name, exact) for mt in method_tables)
-
-
-def _type_not_found(session, type_name: str, exact: bool) -> TypeNotFound:
-    """No object on the heap has a type of that name."""
-    flag = f"--type {type_name}" + (" --exact" if exact else "")
-    if session.method_tables_named(type_name):  # a parent, element or argument type of the heap's
-        return TypeNotFound(f"{flag}: no object of this type on the heap (the type is there as another's "
-                            f"parent, element or argument: `clrlayout type` shows its layout)")
-    key = type_name.split("[")[0].split("`")[0].split(".")[-1]  # List`1[System.Int32] -> List
-    similar = session.type_names_containing(key) if key else []
-    return TypeNotFound(f"{flag}: no type " + ("of that name" if exact else "whose name contains it")
-                        + " on the heap" + (f" (names like it: {'; '.join(similar)})" if similar else
-                                            " (stats lists the heap's types)"))
 
 
 # --- roots and liveness: --roots KINDS, --live / --dead ----------------------------------------------------
 
 
 def _kinds(ctx, param, value):
-    from ..graph.roots import ROOT_KINDS
+    from ..model.heap import ROOT_KINDS
 
     if value is None:
         return ROOT_KINDS
@@ -382,11 +337,10 @@ with_frozen_option = click.option(
     help="With --dead: also the objects of frozen segments that no root reaches, as SOS's -dead lists them.")
 
 
-def with_liveness(session, selected, live, kinds):
-    """``selected`` keeping only the live (or dead) objects of the session's object graph."""
-    import dataclasses
-
-    import numpy as np
+def with_liveness(dump, selected, live, kinds):
+    """``selected`` keeping only the live (or dead) objects of the dump's object graph (--live, --dead), after
+    the checks of the options that go with them."""
+    from ..model.liveness import select_live
 
     ctx = click.get_current_context()
     with_frozen = ctx.meta.get("clrlayout.with_frozen", False)
@@ -399,22 +353,9 @@ def with_liveness(session, selected, live, kinds):
         if index_given():
             raise UsageError("--index and --no-index are for the object graph of --live or --dead: give one of them")
         return selected
-    graph = session.object_graph(kinds)
-    keep = graph.live
-    frozen = [(seg.start, seg.end) for seg in session.heap.segments if seg.kind == "frozen"]
-    if live is False and frozen and not with_frozen:  # the GC never frees them: not dead
-        addresses = graph.graph.addresses
-        in_frozen = np.zeros(len(addresses), dtype=bool)
-        for lo, hi in frozen:
-            in_frozen |= (addresses >= lo) & (addresses < hi)
-        unreached = int(np.count_nonzero(in_frozen & ~keep))
-        keep = keep | in_frozen
-        if unreached and not ctx.params.get("quiet"):
-            click.echo(f"clrlayout: {unreached:,} objects of frozen segments that no root reaches are not listed as "
-                       "dead: the GC never frees them (string literals, frozen objects); --gen frozen lists them, "
-                       "--with-frozen adds them to --dead as SOS's -dead does", err=True)
-    live_addresses = graph.graph.addresses[keep]
-    if hasattr(selected, "free_method_tables"):
-        free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
-        return dataclasses.replace(selected, live_addresses=live_addresses, live=live, free_method_tables=free)
-    return dataclasses.replace(selected, live_addresses=live_addresses, live=live)
+    selected, unreached = select_live(dump, selected, live, kinds, with_frozen)
+    if unreached and not ctx.params.get("quiet"):
+        click.echo(f"clrlayout: {unreached:,} objects of frozen segments that no root reaches are not listed as "
+                   "dead: the GC never frees them (string literals, frozen objects); --gen frozen lists them, "
+                   "--with-frozen adds them to --dead as SOS's -dead does", err=True)
+    return selected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from .common import _open, index_given, index_options, out, quiet_option, roots_option, warn
+from .common import _open, emit, index_given, index_options, quiet_option, roots_option, warn
 
 
 @click.command()
@@ -27,7 +27,7 @@ def diff(files, fmt, live, top, sort, strings, native, kinds, quiet):
     name, the count and bytes in each and the change, the largest growth first; types only in one are new or
     gone."""
     from ..model.diff import compare, native_compare, native_totals, totals_of
-    from ..present.diff import render
+    from ..present.diff import result as result_of
 
     if native and fmt == "csv":
         raise UsageError("--native has two tables of its own: --format table or json")
@@ -42,32 +42,15 @@ def diff(files, fmt, live, top, sort, strings, native, kinds, quiet):
         raise UsageError("--index and --no-index are for the object graph of --live: give --live")
     sides, natives = [], []
     for path in files:
-        with _open(path, None, None, "auto") as session:
+        with _open(path, None, None, "auto") as dump:
             if not quiet:
-                for w in session.warnings:
+                for w in dump.warnings:
                     warn(f"{path}: {w}")
-            sides.append(totals_of(session, live, kinds, strings))
+            sides.append(totals_of(dump, live, kinds, strings))
             if native:
-                natives.append(native_totals(session))
+                natives.append(native_totals(dump))
     result = compare(sides, sort)
     if not quiet:
         for w in result.warnings:
             warn(w)
-    rows = native_compare(natives) if native else None
-    if native and fmt == "json":
-        import json
-
-        from ..present.jsonout import dumps
-
-        lines = render(result, fmt, top)
-        record = json.loads("\n".join(lines))
-        record["native"] = rows
-        out(dumps(record))
-        return
-    for line in render(result, fmt, top):
-        out(line)
-    if native:
-        from ..present.diff import native_lines
-
-        for line in native_lines(rows, top):
-            out(line)
+    emit(result_of(result, top, native_compare(natives) if native else None), fmt)

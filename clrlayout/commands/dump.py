@@ -7,19 +7,17 @@ import sys
 import click
 import numpy as np
 
-from ..errors import TypeNotFound, UsageError
+from ..errors import UsageError
 from .common import (
     STRING_TYPES,
-    _csv_field,
-    _no_objects_of,
     _open,
     _preamble,
     _print_object_layout,
     _progress,
     _redacted_values,
     _report,
-    _type_not_found,
     assemblies_option,
+    emit,
     jobs_option,
     make_filter,
     make_object_filter,
@@ -50,8 +48,9 @@ from .common import (
 def dump(file, type_name, exact, fmt, limit, layout, fields, full, jobs, assemblies, strict, min_length, max_length,
          min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet, live, kinds):
     """List every object of a type (SOS !dumpheap -type + !DumpObj), optionally with its layout."""
-    from .. import parallel
+    from ..model import listing
     from ..present import batchlines, text
+    from ..present.listing import string_listing
 
     if layout and fmt == "csv":
         raise UsageError("--layout has no CSV form: use --format table or jsonl")
@@ -60,8 +59,8 @@ def dump(file, type_name, exact, fmt, limit, layout, fields, full, jobs, assembl
     by_mt = None  # --mt of a type other than System.String: the objects of that MethodTable (SOS -mt)
     if mt is not None and type_name in STRING_TYPES and \
             click.get_current_context().get_parameter_source("type_name") is click.core.ParameterSource.DEFAULT:
-        with _open(file, None, profile, heap, assemblies) as session:
-            if not session.is_string_method_table(mt):
+        with _open(file, None, profile, heap, assemblies) as dump_:
+            if not dump_.runtime.is_string_method_table(mt):
                 by_mt, type_name = mt, None
     elif mt is not None and type_name not in STRING_TYPES:
         by_mt = mt
@@ -76,25 +75,24 @@ def dump(file, type_name, exact, fmt, limit, layout, fields, full, jobs, assembl
     if fields:
         raise UsageError("--fields: for --type of a type other than System.String (a string's value is shown)")
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
-    with _open(file, mt, profile, heap, assemblies) as session:
-        ptr = session.profile.pointer_size
-        session.string_method_table()
-        selected = with_liveness(session, selected, live, kinds)
-        _redacted_values(session, quiet, [f for f, v in (("--contains", contains), ("--regex",
-                                                                                    regex)) if v is not None])
-        _preamble(session, quiet)
-        if fmt == "table" and not layout:
-            out(text.dumpheap_header(ptr))
-        if fmt == "csv":
-            out(batchlines.CSV_HEADER)
-        heap_bytes = sum(seg.size for seg in session.heap.segments) or session.dump.memory.total_bytes
-        render = batchlines.renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT, heap_bytes=heap_bytes)
-        progress = _progress(session, enabled=fmt == "table", rows_to=sys.stdout)
-        if not layout and limit is None and session.windowed:
-            def render_window(win):
-                step = parallel.StepOutput()
+    with _open(file, mt, profile, heap, assemblies) as dump_:
+        ptr = dump_.runtime.pointer_size
+        dump_.runtime.string_method_table()
+        selected = with_liveness(dump_, selected, live, kinds)
+        _redacted_values(dump_, quiet, [f for f, v in (("--contains", contains), ("--regex",
+                                                                                  regex)) if v is not None])
+        _preamble(dump_, quiet)
+        lines = string_listing(fmt, ptr, with_layout=layout)
+        for line in lines.head:
+            out(line)
+        render = batchlines.renderer(fmt, ptr, value_limit=None if full else text.VALUE_LIMIT,
+                                     heap_bytes=listing.heap_bytes(dump_))
+        progress = _progress(dump_, fmt, rows_to=sys.stdout)
+        if not layout and limit is None and listing.windowed(dump_):
+            def render_window(window_batches):
+                step = listing.StepOutput()
                 chunks = []
-                for batch in session.window_batches(win):
+                for batch in window_batches:
                     batch = selected.apply(batch)
                     if len(batch):
                         step.count += len(batch)
@@ -105,11 +103,11 @@ def dump(file, type_name, exact, fmt, limit, layout, fields, full, jobs, assembl
                 return step
 
             sys.stdout.flush()
-            count, size, aligned = parallel.run_steps(session, render_window, share=parallel.can_share(session, jobs),
-                                                      progress=progress.advance, on_found=progress.found)
+            count, size, aligned = listing.run_windows(dump_, render_window, jobs, writes=True,
+                                                       progress=progress.advance, on_found=progress.found)
         else:
             count = size = aligned = 0
-            for batch in session.iter_batches(progress.advance):
+            for batch in listing.batches(dump_, progress.advance):
                 progress.found(len(batch))
                 batch = selected.apply(batch)
                 if limit is not None and count + len(batch) > limit:
@@ -123,14 +121,14 @@ def dump(file, type_name, exact, fmt, limit, layout, fields, full, jobs, assembl
                 aligned += int(batch.aligned_sizes.sum())
                 if layout:
                     for s in batch.objects():
-                        _print_layout(session, s, fmt, full)
+                        _print_layout(dump_, s, fmt, full)
                 else:
                     sys.stdout.flush()
-                    parallel.write_out(render(batch))  # a list of bytes
+                    listing.write_out(render(batch))  # a list of bytes
         progress.close()
-        if fmt == "table":
-            out(text.total_line(count, size, aligned))
-        _report(session, quiet, strict)
+        for line in lines.tail(count, size, aligned):
+            out(line)
+        _report(dump_, quiet, strict)
 
 
 def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, strict, selected, mt, profile,
@@ -138,24 +136,25 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
     """dump --type NAME (a type other than System.String: every type whose name contains it, or is it with
     ``exact``) and/or --mt MT (a MethodTable other than String's): Address, MT, Size and the name (!dumpheap
     -type / -mt), each object's JOL layout with --layout; ``selected``: the objects the other filters keep."""
-    from ..present import jsonout, text
+    from ..model import listing
+    from ..model.layouts import field_values
+    from ..model.lookup import no_objects_of, not_of_name, type_not_found
+    from ..present.listing import object_listing
 
     asked = " ".join(([f"--type {type_name}"] if type_name else []) + ([f"--mt {mt:#x}"] if mt is not None else []))
-    with _open(file, None, profile, heap, assemblies) as session:
-        session.require_exact(asked)
-        selected = with_liveness(session, selected, live, kinds)
-        _redacted_values(session, quiet)
-        _preamble(session, quiet)
-        ptr = session.profile.pointer_size
+    with _open(file, None, profile, heap, assemblies) as dump_:
+        dump_.require_exact(asked)
+        selected = with_liveness(dump_, selected, live, kinds)
+        _redacted_values(dump_, quiet)
+        _preamble(dump_, quiet)
+        lines = object_listing(fmt, dump_.runtime.pointer_size, fields, layout)
         count = size = aligned = 0
         found = False
-        for obj in session.objects_named(type_name, mt, exact=exact):
-            if not found:  # the header once the type is known to be there
+        for obj in listing.objects_of(dump_, type_name, mt, exact):
+            if not found:  # the head once the type is known to be there
                 found = True
-                if fmt == "table" and not layout:
-                    out(text.objects_header(ptr))
-                if fmt == "csv":
-                    out("address,method_table,size,aligned_size,length,heap,type" + (",fields" if fields else ""))
+                for line in lines.head:
+                    out(line)
             if not selected.accepts(obj):
                 continue
             if limit is not None and count >= limit:
@@ -164,64 +163,24 @@ def _dump_objects(file, type_name, exact, fmt, limit, layout, full, assemblies, 
             count += 1
             size += obj.size
             aligned += obj.aligned_size
-            values = _field_values(session, obj, full) if fields else None
             if layout:
-                _print_object_layout(session, obj, heap_name, fmt, full)
-            elif fmt == "table":
-                out(text.object_line(obj, ptr) + "".join(f"  {n}={v}" for n, v in (values or ())))
-            elif fmt == "jsonl":
-                record = jsonout.object_record(obj, heap_name)
-                if values is not None:
-                    record["fields"] = dict(values)
-                out(jsonout.dumps(record))
+                _print_object_layout(dump_, obj, heap_name, fmt, full)
             else:
-                out(",".join([f"{obj.address:#x}", f"{obj.method_table:#x}", str(obj.size), str(obj.aligned_size),
-                              str(obj.count) if obj.type.component_size else "", heap_name,
-                              _csv_field(jsonout.csv_value(obj.type_name or ""))]
-                             + ([_csv_field(jsonout.dumps(dict(values)))] if values is not None else [])))
+                out(lines.line(obj, heap_name, field_values(dump_, obj, full) if fields else None))
         if not found and mt is not None:
-            if type_name and session.mts.get(mt) is not None and not session.is_named(mt, type_name, exact):
-                raise TypeNotFound(f"--mt {mt:#x} is {session.type_name(mt) or 'a type without a name'}, not a type "
-                                   f"{'named' if exact else 'whose name contains'} {type_name!r} (--type)")
-            raise _no_objects_of(session, mt, asked)
+            raise (type_name and not_of_name(dump_, mt, type_name, exact)) or no_objects_of(dump_, mt, asked)
         if not found:
-            raise _type_not_found(session, type_name, exact)
-        if fmt == "table":
-            out(text.total_line(count, size, aligned, noun=("object", "objects")))
-        _report(session, quiet, strict)
+            raise type_not_found(dump_, type_name, exact)
+        for line in lines.tail(count, size, aligned):
+            out(line)
+        _report(dump_, quiet, strict)
 
 
-def _field_values(session, obj, full: bool) -> list:
-    """(name, value) of the object's instance fields (none for an array), as ``object`` shows them."""
-    from ..objects.instances import field_values
+def _print_layout(dump_, s, fmt: str = "table", full: bool = False) -> None:
+    from ..model.layouts import runtime_label, string_object_layout
+    from ..present.jsonout import string_record
+    from ..present.listing import layout_result
 
-    lay = session.type_layout(obj.method_table)
-    if lay is None or obj.type.component_size:
-        return []
-    data = session.dump.memory.read_available(obj.address, obj.aligned_size)
-    referent = (lambda address: session.referent(address, None)) if full else session.referent
-    return field_values(session.profile, lay.fields, data, referent)
-
-
-def _print_layout(session, s, fmt: str = "table", full: bool = False) -> None:
-    from ..objects.layout import string_layout
-    from ..objects.strings import object_span
-    from ..present import hexview, text
-
-    start, span = object_span(session.profile, s.address, s.length, s.large)
-    data = session.dump.memory.read(start, span)
-    if fmt == "jsonl":
-        from ..present.jsonout import dumps, layout_record, string_record
-
-        lay = string_layout(session.profile, s.length, s, data, s.large)
-        out(dumps({**string_record(s), "layout": layout_record(lay)}))
-        return
-    lay = string_layout(session.profile, s.length, s, data, s.large, max_value_chars=None if full else 60)
-    title = (f"System.String at {s.address:#x} (MethodTable {s.method_table:#x}, "
-             f"{session.runtime.flavor} {session.runtime.version or '?'} {session.dump.arch}, {s.heap}):")
-    for line in text.layout_table(lay, title):
-        out(line)
-    out()
-    for line in hexview.hex_dump(lay, max_lines=None if full else hexview.MAX_LINES):
-        out(line)
-    out()
+    lay = string_object_layout(dump_, s, full or fmt == "jsonl")  # a record holds the whole value
+    title = f"System.String at {s.address:#x} (MethodTable {s.method_table:#x}, {runtime_label(dump_)}, {s.heap}):"
+    emit(layout_result(string_record(s), lay, title, [], full), fmt)

@@ -27,27 +27,23 @@ def index(file, index_dir, kinds, quiet, heap, profile, assemblies):
     own; and where each module's statics begin."""
     ctx = click.get_current_context()
     ctx.meta["clrlayout.index"] = index_dir
-    with _open(file, None, profile, heap, assemblies) as session:
-        _preamble(session, quiet)
+    from ..model.indexing import write_graph, write_layers
+
+    with _open(file, None, profile, heap, assemblies) as dump:
+        _preamble(dump, quiet)
         try:
-            where, written, why = session.build_index()
+            built = write_graph(dump)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        _report(session, quiet)
-        if why is not None:
-            warn(f"no index written: {why}")
+        _report(dump, quiet)
+        if built.why_not is not None:
+            warn(f"no index written: {built.why_not}")
             ctx.exit(1)
-        out(f"{'Written' if written else 'Already there'}: {where} ({session._heap_graph.count:,} objects, "
-            f"{session._heap_graph.edge_count:,} references)")
+        out(f"{'Written' if built.written else 'Already there'}: {built.where} ({built.objects:,} objects, "
+            f"{built.references:,} references)")
         try:
-            og = session.object_graph(kinds)
+            key = write_layers(dump, kinds)
         except RootsNotFound as e:  # the graph is kept; what depends on these roots is not
             warn(f"no layers for the roots {','.join(kinds)}: {e}")
             return
-        og.reverse, og.parent, og.by_type()  # each written as a layer when first computed (graph.index.Layers)
-        from ..model.native import retained_native_of
-
-        retained_native_of(session, og, [])  # the native chunks live objects own, where there is a native heap
-        session.statics().arrays()  # where each module's statics begin (a note: static fields named)
-        out(f"Layers for the roots {','.join(kinds)}: {og.roots_key}")
-
+        out(f"Layers for the roots {','.join(kinds)}: {key}")

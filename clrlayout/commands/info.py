@@ -9,10 +9,11 @@ from .common import (
     _preamble,
     _report,
     assemblies_option,
+    emit,
     flags_in,
+    format_option,
     heap_option,
     mt_option,
-    out,
     profile_option,
     quiet_option,
 )
@@ -20,7 +21,7 @@ from .common import (
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("table", "json")
 @mt_option
 @profile_option
 @heap_option
@@ -29,20 +30,13 @@ from .common import (
 def info(file, fmt, mt, profile, heap, assemblies, quiet):
     """What the dump holds: format, architecture, runtime, GC heap, String MethodTable, the heap's types."""
     from ..present import info as present
+    from ..present.results import Result
 
-    with _open(file, mt, profile, heap, assemblies) as session:
-        from ..model.threads import crash_of
-
-        data = dict(session.info, crash=crash_of(session))  # JSON: the model's data as it is (options by their API
-        # names); the table: as flags
-        _preamble(session, quiet)
-        if fmt == "json":
-            from ..present.jsonout import dumps
-
-            out(dumps(data))
-        else:
-            for line in present.info_lines(flags_in(data)):
-                out(line)
-        _report(session, quiet)
-        if session.dump.truncated_bytes and not session.heap.exact:  # what it holds, then the error others give
-            session.require_exact("the GC heap's figures")
+    with _open(file, mt, profile, heap, assemblies) as dump:
+        data = dump.info.to_dict()  # JSON: the model's data as it is (options by their API names); the table: as
+        # flags
+        _preamble(dump, quiet)
+        emit(Result(lambda: present.info_lines(flags_in(data)), document=data), fmt)
+        _report(dump, quiet)
+        if dump.truncated_bytes and not dump.runtime.heap.exact:  # what it holds, then the error others give
+            dump.require_exact("the GC heap's figures")

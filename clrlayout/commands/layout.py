@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from .common import _type_check, out
+from .common import _type_check, emit, format_option
 
 
 def _csv(ctx, param, value):
@@ -20,13 +20,12 @@ def _csv(ctx, param, value):
 @click.option("--arch", "archs", callback=_csv, default=None, metavar="LIST", help="x86,x64,arm64 (default: all).")
 @click.option("--runtime-version", default=None, metavar="V",
               help="Resolve each profile for this runtime version instead of showing every layout variant.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("table", "json")
 def layout(type_name, lengths, runtimes, archs, runtime_version, fmt):
     """The layout of a string on every runtime and architecture, from the profiles alone (no dump)."""
-    from ..analyses.estimates import parse_lengths, select_variants
-    from ..objects.layout import string_layout
+    from ..model.layouts import parse_lengths, profile_string_layout, select_variants
     from ..present import estimates as present
-    from ..present.jsonout import dumps
+    from ..present.results import Result
 
     _type_check(type_name)
     try:
@@ -42,12 +41,6 @@ def layout(type_name, lengths, runtimes, archs, runtime_version, fmt):
     if ns[-1] > longest:
         raise UsageError(f"--length {lengths}: no runtime makes a string longer than {longest:,} characters "
                          f"({longest:#x}, String.MaxLength)")
-    layouts = [(v.label, string_layout(v.profile, n)) for n in ns for v in chosen]
-    if fmt == "json":
-        out(dumps([present.layout_record(label, lay) for label, lay in layouts]))
-    elif len(ns) == 1:
-        for line in present.single_lines(layouts):
-            out(line)
-    else:
-        for line in present.range_lines(layouts):
-            out(line)
+    layouts = [(v.label, profile_string_layout(v.profile, n)) for n in ns for v in chosen]
+    text = present.single_lines if len(ns) == 1 else present.range_lines
+    emit(Result(lambda: text(layouts), document=[present.layout_record(label, lay) for label, lay in layouts]), fmt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ExitCode, UsageError
-from .common import out, profile_option
+from .common import emit, format_option, profile_option
 
 
 @click.command()
@@ -14,7 +14,7 @@ from .common import out, profile_option
                    "mono: the system's Mono.")
 @click.option("--max-length", type=click.IntRange(0, 100_000), default=64, show_default=True,
               help="Check every length from 0 to N (plus the special cases).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("table", "json")
 @click.option("--capture", type=click.Path(dir_okay=False), default=None, metavar="OUT",
               help="Also write a dump of this process to OUT, run the dump path on it, and check every case.")
 @click.option("--dotnet-root", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR",
@@ -30,18 +30,14 @@ def live(ctx, runtime, max_length, fmt, capture, dotnet_root, framework, profile
 
     Exits 1 if any check fails (a profile that does not match the runtime), 7 if the runtime is missing."""
     from ..live.harness import run
-    from ..present.jsonout import dumps
     from ..present.live import live_lines
+    from ..present.results import Result
 
     if runtime != "coreclr" and (dotnet_root or framework):
         raise UsageError("--dotnet-root and --framework choose a CoreCLR installation, not --runtime mono")
     if framework is not None and dotnet_root is None:
         raise UsageError("--framework chooses among the runtimes of --dotnet-root DIR: give that too")
     report = run(runtime, max_length, capture, profile, dotnet_root, framework)
-    if fmt == "json":
-        out(dumps(report.as_dict()))
-    else:
-        for line in live_lines(report):
-            out(line)
+    emit(Result(lambda: live_lines(report), document=report.as_dict()), fmt)
     if report.failures:
         ctx.exit(int(ExitCode.FINDINGS))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from ..native.chunks import STATES
-from .common import out, quiet_option, warn
+from ..model.native import STATES
+from .common import emit, quiet_option, warn
 
 
 @click.command()
@@ -50,33 +50,11 @@ def native(file, fmt, with_chunks, states, by, leaks, quiet):
         warn("the leak search cannot read what the dump lacks: a block held only from memory it leaves out (libc's "
              "and other modules' data in a heap dump) is listed as leaked")
     if with_chunks or leaks:
-        rows = view.leaks() if leaks else view.chunks(tuple(states))
-        if fmt == "table":
-            for line in present.chunk_rows(list(rows), leaks):
-                out(line)
-        elif fmt == "jsonl":
-            for row in rows:
-                out(present.chunk_line(row))
-        else:
-            from ..present.jsonout import dumps
-
-            out(dumps({"chunks": [present._hex(dict(r, preview=r["preview"].hex()) if "preview" in r else r)
-                                  for r in rows]}))
+        emit(present.chunks_result(view.leaks() if leaks else view.chunks(tuple(states)), leaks), fmt)
         return
     if by == "owner":
         if view.owners is None:
             raise UsageError("--by owner needs the dump of a .NET process whose GC heap can be walked")
-        rows = view.by_owner()
-        if fmt == "json":
-            from ..present.jsonout import dumps
-
-            out(dumps({"owners": rows}))
-        else:
-            for line in present.owner_rows(rows):
-                out(line)
+        emit(present.owners_result(view.by_owner()), fmt)
         return
-    if fmt == "json":
-        out(present.summary_json(summary))
-    else:
-        for line in present.summary_lines(summary):
-            out(line)
+    emit(present.summary_result(summary), fmt)

@@ -4,42 +4,42 @@ from __future__ import annotations
 
 import click
 
-from .common import ADDRESS, _open, _preamble, _report, assemblies_option, out, quiet_option
+from .common import ADDRESS, _open, _preamble, _report, assemblies_option, emit, format_option, quiet_option
 
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("address", type=ADDRESS, required=False)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("table", "json")
 @assemblies_option
 @quiet_option
 def pe(file, address, fmt, assemblies, quiet):
     """An exception object (!pe): type, message, HResult, inner exceptions and the stack trace recorded as it was
     thrown (frames' methods named on .NET 9 and later).  Without ADDRESS: the exception each thread has in
     flight (.NET 9+)."""
-    from ..model.exceptions import exception_at
-    from ..model.threads import managed_threads
-    from ..present.jsonout import dumps
+    from ..present.results import Result
+
+    with _open(file, None, None, "auto", assemblies) as dump:
+        _preamble(dump, quiet)
+        runtime = dump.runtime
+        if address is not None:
+            found = [runtime.exception_at(address)]
+        else:
+            found = [runtime.exception_at(t.exception["address"]) for t in runtime.threads() if t.exception]
+        emit(Result(lambda: _text(found, dump.pointer_size), document={"exceptions": [_hexed(e) for e in found]}), fmt)
+        _report(dump, quiet)
+
+
+def _text(found: list, ptr: int) -> list[str]:
     from ..present.text import hexaddr
 
-    with _open(file, None, None, "auto", assemblies) as session:
-        _preamble(session, quiet)
-        if address is not None:
-            found = [exception_at(session, address)]
-        else:
-            found = [exception_at(session, t.exception["address"]) for t in managed_threads(session) if t.exception]
-        ptr = session.dump.pointer_size
-        if fmt == "json":
-            out(dumps({"exceptions": [_hexed(e) for e in found]}))
-        elif not found:
-            out("No thread has an exception in flight.")
-        for e in found if fmt == "table" else ():
-            level = e
-            while level is not None:
-                for line in _lines(level, hexaddr, ptr):
-                    out(line)
-                level = level["inner"]
-        _report(session, quiet)
+    lines = [] if found else ["No thread has an exception in flight."]
+    for e in found:
+        level = e
+        while level is not None:
+            lines += _lines(level, hexaddr, ptr)
+            level = level["inner"]
+    return lines
 
 
 def _lines(e: dict, hexaddr, ptr: int) -> list[str]:

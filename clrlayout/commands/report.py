@@ -7,7 +7,7 @@ import os
 import click
 
 from ..errors import OutputError, UsageError
-from .common import _open, _preamble, _report, index_options, out, quiet_option, roots_option
+from .common import _open, _preamble, _report, emit, index_options, out, quiet_option, roots_option
 
 
 @click.command()
@@ -35,12 +35,12 @@ def report(file, earlier, output, fmt, threshold, kinds, quiet):
     if fmt == "json" and output is not None:
         raise UsageError("--format json is printed: -o/--output is for the HTML report")
     with ExitStack() as stack:
-        session = stack.enter_context(_open(file, None, None, "auto"))
-        _preamble(session, quiet)
+        dump = stack.enter_context(_open(file, None, None, "auto"))
+        _preamble(dump, quiet)
         others = [stack.enter_context(_open(path, None, None, "auto")) for path in earlier]
-        result = build(session, others, threshold / 100.0, kinds)
-        if fmt == "json":
-            out(present.as_json(result))
+        result = build(dump, others, threshold / 100.0, kinds)
+        if output is None:  # --format json (an HTML report is a file)
+            emit(present.json_result(result), fmt)
         else:
             text = present.as_html(result, os.path.basename(file))
             partial = output + ".partial"
@@ -52,4 +52,4 @@ def report(file, earlier, output, fmt, threshold, kinds, quiet):
                 raise OutputError(f"{output}: cannot write the report: {e.strerror or e}") from None
             out(f"{output}: {len(result['suspects'])} suspects, {len(result['growth'])} growing types "
                 f"({len(text):,} bytes)")
-        _report(session, quiet)
+        _report(dump, quiet)

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import click
 
-from ..errors import TypeNotFound, UsageError
+from ..errors import UsageError
 from .common import (
     STRING_TYPES,
-    _named,
-    _no_objects_of,
     _open,
     _preamble,
     _progress,
     _report,
-    _type_not_found,
     assemblies_option,
+    emit,
+    format_option,
     jobs_option,
     make_filter,
     make_object_filter,
-    out,
     scan_options,
     warn,
     with_liveness,
@@ -31,7 +29,7 @@ from .common import (
               help="System.String: the string statistics; other TEXT: only types whose name contains it, as SOS "
                    "-type (default: every type, as !dumpheap -stat).")
 @click.option("--exact", is_flag=True, help="--type is a whole type name, not a part of one.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@format_option("table", "json", "csv")
 @click.option("--sort", type=click.Choice(["size", "count", "name"]), default=None,
               help="The order of the type rows: size (SOS's order: total size, smallest first; the default), "
                    "count, or name.")
@@ -48,7 +46,7 @@ def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, 
           min_size, max_size, generations, contains, regex, address_range, mt, profile, heap, quiet, live, kinds):
     """Heap statistics by type (!dumpheap -stat); with --type System.String, totals, where the bytes go,
     length histogram and largest strings, or exact duplicates and their waste."""
-    from ..analyses.stats import DuplicateCollector
+    from ..model import listing
     from ..present import stats as present
 
     string_only = [name for name, v in (("--min-length", min_length), ("--max-length", max_length),
@@ -68,86 +66,55 @@ def stats(file, type_name, exact, fmt, sort, duplicates, top, jobs, assemblies, 
     if top is not None and not duplicates:
         raise UsageError("--top with --type System.String limits the duplicated values: add --duplicates")
     selected = make_filter(min_length, max_length, contains, regex, address_range, min_size, max_size, generations)
-    with _open(file, mt, profile, heap, assemblies) as session:
-        session.string_method_table()
-        selected = with_liveness(session, selected, live, kinds)
-        _preamble(session, quiet)
-        dups = DuplicateCollector(session.profile, session.dump.memory) if duplicates else None
+    with _open(file, mt, profile, heap, assemblies) as dump:
+        dump.runtime.string_method_table()
+        selected = with_liveness(dump, selected, live, kinds)
+        _preamble(dump, quiet)
+        dups = listing.duplicate_collector(dump) if duplicates else None
         try:
-            result, found = _collect_stats(session, jobs, fmt, selected, dups)
+            with _progress(dump, fmt) as progress:
+                result = listing.string_stats(dump, jobs, selected, dups, progress.advance, progress.found)
+            found = dups.finish() if dups is not None else None
         finally:
             if dups is not None:
                 dups.close()
-        for line in present.render(session, result, found, fmt, 20 if top is None else top):
-            out(line)
-        _report(session, quiet, strict)
+        emit(present.result(_about(dump), result, found, 20 if top is None else top), fmt)
+        _report(dump, quiet, strict)
+
+
+def _about(dump) -> dict:
+    """What the statistics say they are of: runtime, architecture, profile, how the heap was found."""
+    return {"runtime": {"flavor": dump.runtime.flavor, "version": dump.runtime.version}, "arch": dump.arch,
+            "profile": dump.runtime.profile, "exact": dump.runtime.heap.exact,
+            "header_size": dump.runtime.object_header_size, "pointer_size": dump.runtime.pointer_size}
 
 
 def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict, selected, profile, heap, quiet,
                 live=None, kinds=()):
     """!dumpheap -stat: count and bytes per MethodTable of the objects ``selected`` accepts, with names from
     metadata, of the types whose name contains ``type_name`` (or is it, ``exact``)."""
-    from ..analyses.typestats import top_rows
-    from ..model.summaries import type_totals
+    from ..model.lookup import named, no_objects_of, not_of_name, type_not_found
+    from ..model.summaries import top_rows
     from ..present import typestats as present
 
-    with _open(file, None, profile, heap, assemblies) as session:
-        session.require_exact("statistics by type")
-        selected = with_liveness(session, selected, live, kinds)
-        _preamble(session, quiet)
-        with _progress(session, enabled=fmt == "table") as progress:
-            result = type_totals(session, selected, jobs, progress.advance, progress.found)
-        if type_name is not None and not _named(session, result.seen, type_name, exact):
-            raise _type_not_found(session, type_name, exact)
+    with _open(file, None, profile, heap, assemblies) as dump:
+        dump.require_exact("statistics by type")
+        selected = with_liveness(dump, selected, live, kinds)
+        _preamble(dump, quiet)
+        with _progress(dump, fmt) as progress:
+            result = dump.runtime.heap.type_totals(selected, jobs, progress.advance, progress.found)
+        if type_name is not None and not named(dump, result.seen, type_name, exact):
+            raise type_not_found(dump, type_name, exact)
         mt = selected.method_table
         if mt is not None and mt not in result.seen:
-            raise _no_objects_of(session, mt, f"--mt {mt:#x}")
-        if mt is not None and type_name is not None and not _named(session, [mt], type_name, exact):
-            raise TypeNotFound(f"--mt {mt:#x} is {session.type_name(mt) or 'a type without a name'}, not a type "
-                               f"{'named' if exact else 'whose name contains'} {type_name!r} (--type)")
-        rows = result.rows(session.type_name, type_name, exact, sort or "size")
-        for line in present.render(session, rows, fmt, top_rows(rows, top, sort or "size")):
-            out(line)
-        from ..present.info import unnamed_warning
-
-        unnamed = unnamed_warning(session, result.totals)
+            raise no_objects_of(dump, mt, f"--mt {mt:#x}")
+        if mt is not None and type_name is not None:
+            wrong = not_of_name(dump, mt, type_name, exact)
+            if wrong is not None:
+                raise wrong
+        rows = result.rows(dump.runtime.type_name, type_name, exact, sort or "size")
+        emit(present.result(_about(dump), rows, top_rows(rows, top, sort or "size")), fmt)
+        unnamed = dump.runtime.unnamed_warning(result.totals)
         if unnamed and not quiet:
             warn(unnamed)
-        _report(session, quiet, strict)
-
-
-def _collect_stats(session, jobs, fmt, selected, dups):
-    """The statistics (and, into ``dups``, the duplicates) of every string that passes the filters."""
-    from ..analyses.stats import DuplicateCollector, StatsCollector
-
-    servers = session.heap.heap_count if session.heap.gc_mode == "server" and session.heap.exact else 0
-    collector = StatsCollector(session.profile, top=10, gc_heaps=servers)
-    with _progress(session, enabled=fmt == "table") as progress:
-        if session.windowed:
-            from .. import parallel
-
-            def collect(win):  # one step's statistics, merged in heap order by absorb
-                part = StatsCollector(session.profile, top=10, gc_heaps=servers)
-                dpart = DuplicateCollector(session.profile, None) if dups is not None else None
-                for batch in session.window_batches(win):
-                    batch = selected.apply(batch)
-                    part.add(batch)
-                    if dpart is not None:
-                        dpart.add(batch)
-                return parallel.StepOutput(count=part.count, extra=(part, dpart))
-
-            def absorb(extra):
-                collector.merge(extra[0])
-                if dups is not None:
-                    dups.merge(extra[1])
-
-            parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
-                               progress=progress.advance, on_found=progress.found, absorb=absorb)
-        else:
-            for batch in session.iter_batches(progress.advance):
-                progress.found(len(batch))
-                batch = selected.apply(batch)
-                collector.add(batch)
-                if dups is not None:
-                    dups.add(batch)
-    return collector.finish(), (dups.finish() if dups is not None else None)
+        _report(dump, quiet, strict)

@@ -8,7 +8,7 @@ import click
 
 from ..errors import UsageError
 from ..limits import limits_from_env
-from .common import mt_option, out, profile_option, quiet_option
+from .common import emit, format_option, mt_option, profile_option, quiet_option
 
 
 @click.command()
@@ -30,13 +30,14 @@ from .common import mt_option, out, profile_option, quiet_option
               help="With --redact: keep the thread stacks whole, for the stack roots. They hold secrets too: locals, "
                    "arguments, copies, and the main thread's stack the process's environment block and command "
                    "line (argv).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("table", "json")
 @mt_option
 @profile_option
 @quiet_option
 def trim(file, output, max_strings, types, redact, redact_keep, keep_stacks, fmt, mt, profile, quiet):
     """Write a smaller dump of the same format that keeps what the string analysis reads; with --redact, one
     that can be shared: every value zeroed, every structure kept."""
+    from ..present.results import Result
     from ..trim import trim as do_trim
 
     if os.path.abspath(file) == os.path.abspath(output):
@@ -49,28 +50,28 @@ def trim(file, output, max_strings, types, redact, redact_keep, keep_stacks, fmt
         raise UsageError("--max-strings keeps the first strings' memory; --redact keeps every object's structure")
     r = do_trim(file, output, mt, profile, limits=limits_from_env(), max_strings=max_strings, types=types,
                 redact=redact, redact_keep=redact_keep, keep_stacks=keep_stacks)
-    if fmt == "json":
-        from ..present.jsonout import dumps
-
-        record = {"output": output, "output_bytes": r.output_bytes, "input_bytes": r.input_bytes,
-                  "kept_memory": r.kept_memory, "total_memory": r.total_memory, "ranges": r.ranges,
-                  "strings": r.strings_in_output, "missing_in_output": r.missing_in_output}
-        if r.redacted is not None:
-            record["redacted"] = r.redacted.as_dict()
-        out(dumps(record))
+    record = {"output": output, "output_bytes": r.output_bytes, "input_bytes": r.input_bytes,
+              "kept_memory": r.kept_memory, "total_memory": r.total_memory, "ranges": r.ranges,
+              "strings": r.strings_in_output, "missing_in_output": r.missing_in_output}
+    if r.redacted is not None:
+        record["redacted"] = r.redacted.as_dict()
     if r.redacted is not None and not quiet:
         _report(r.redacted)
-    if not quiet and fmt == "table":
-        from ..present.text import counted
+    emit(Result(lambda: [] if quiet else _lines(r, output, max_strings), document=record), fmt)
 
-        held = counted(r.strings_in_output, "string")
-        if max_strings is not None and r.strings_in_output != r.strings:
-            held += f" (the first {r.strings:,} asked for; the pages kept hold the rest)"
-        out(f"{output}: {r.output_bytes:,} bytes (from {r.input_bytes:,}); kept {r.kept_memory:,} of "
-            f"{r.total_memory:,} bytes of memory in {counted(r.ranges, 'range')}; {held}")
-        if r.missing_in_output:
-            out(f"{output}: its heap runs on past the memory kept ({r.missing_in_output:,} places): info and dump "
-                "on it say so with memory-missing warnings")
+
+def _lines(r, output: str, max_strings) -> list[str]:
+    from ..present.text import counted
+
+    held = counted(r.strings_in_output, "string")
+    if max_strings is not None and r.strings_in_output != r.strings:
+        held += f" (the first {r.strings:,} asked for; the pages kept hold the rest)"
+    lines = [f"{output}: {r.output_bytes:,} bytes (from {r.input_bytes:,}); kept {r.kept_memory:,} of "
+             f"{r.total_memory:,} bytes of memory in {counted(r.ranges, 'range')}; {held}"]
+    if r.missing_in_output:
+        lines.append(f"{output}: its heap runs on past the memory kept ({r.missing_in_output:,} places): info and "
+                     "dump on it say so with memory-missing warnings")
+    return lines
 
 
 def _report(report) -> None:

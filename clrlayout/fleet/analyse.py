@@ -8,8 +8,7 @@ import hashlib
 import time
 
 from ..errors import ClrLayoutError, as_flags
-from ..graph.roots import ROOT_KINDS
-from ..present.info import unnamed_warning
+from ..model.heap import ROOT_KINDS
 
 HASH_BLOCK = 1 << 20
 
@@ -26,7 +25,7 @@ def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
     """``{"dump": {...}, "types": [...], "memory": [...], "native": [...]}`` for the dump at ``path`` (one row of
     ``dumps``; the dump's rows of ``types``, ``memory`` and ``native``, without the path, which the writer adds)."""
     from ..limits import limits_from_env
-    from ..session import open_session
+    from ..model import open as open_dump
 
     started = time.monotonic()
     row: dict = {"exact": None, "error_code": None, "exit_code": None, "error": None, "warnings": []}
@@ -34,19 +33,19 @@ def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
     memory: list = []
     native: list = []
     try:
-        with open_session(path, limits=limits_from_env()) as session:
-            rt = session.runtime
-            row.update(format=session.dump.format, arch=session.dump.arch, os=session.dump.os,
-                       runtime=rt.flavor, version=rt.version, gc_mode=session.heap.gc_mode,
-                       exact=bool(session.heap.exact))
-            memory = _memory_rows(session)
-            native = _native_rows(session)
-            types = _type_rows(session, roots if retained else None, row)
+        with open_dump(path, limits=limits_from_env()) as dump:
+            rt = dump.runtime
+            row.update(format=dump.format, arch=dump.arch, os=dump.os, runtime=rt.flavor, version=rt.version,
+                       gc_mode=rt.heap.gc_mode, exact=bool(rt.heap.exact))
+            memory = _memory_rows(dump)
+            native = _native_rows(dump)
+            types = _type_rows(dump, roots if retained else None, row)
             row.update(objects=sum(t["count"] for t in types), object_bytes=sum(t["bytes"] for t in types))
-            unnamed = unnamed_warning(session, [t["method_table"] for t in types])
-            row["warnings"] = [*session.warnings, *([unnamed] if unnamed else []), *(str(f) for f in session.findings)]
-            if session.findings.count > len(session.findings.items):
-                row["warnings"].append(f"... and {session.findings.count - len(session.findings.items)} more findings")
+            unnamed = rt.unnamed_warning([t["method_table"] for t in types])
+            findings = dump.findings
+            row["warnings"] = [*dump.warnings, *([unnamed] if unnamed else []), *(str(f) for f in findings)]
+            if findings.count > len(findings.items):
+                row["warnings"].append(f"... and {findings.count - len(findings.items)} more findings")
     except ClrLayoutError as e:
         types = []  # an answer cut short is no answer: the row says why
         row.update(error_code=e.code, exit_code=int(e.exit_code), error=str(e))
@@ -62,12 +61,11 @@ def analyse(path: str, roots=ROOT_KINDS, retained: bool = True) -> dict:
     return {"dump": row, "types": types, "memory": memory, "native": native}
 
 
-def _native_rows(session) -> list:
+def _native_rows(dump) -> list:
     """A row per arena and per size class of glibc's malloc, where the dump has it to read (else none)."""
-    from ..model.native import native_heap_of
-    from ..native import figures
+    from ..model.native import figures
 
-    view = native_heap_of(session)
+    view = dump.native_heap_if_any()
     if view is None:
         return []
     rows = []
@@ -84,30 +82,27 @@ def _native_rows(session) -> list:
     return rows
 
 
-def _memory_rows(session) -> list:
-    from ..model.summaries import memory_map
-
-    return [{"kind": kind, "ranges": n, "bytes": size}
-            for kind, (n, size) in memory_map(session, jobs=1).kinds().items()]
+def _memory_rows(dump) -> list:
+    return [{"kind": kind, "ranges": n, "bytes": size} for kind, (n, size) in dump.memory_map(jobs=1).kinds().items()]
 
 
-def _type_rows(session, roots, row: dict) -> list:
+def _type_rows(dump, roots, row: dict) -> list:
     """``stats --format json``'s rows, with each type's retained bytes when the object graph is built."""
-    from ..model.summaries import type_totals
+    from ..model.graphanswers import object_graph
 
-    session.require_exact("statistics by type")  # as `stats`: no exact walk, no types (the row says why)
-    totals = type_totals(session, jobs=1).totals
+    dump.require_exact("statistics by type")  # as `stats`: no exact walk, no types (the row says why)
+    totals = dump.runtime.heap.type_totals(jobs=1).totals
     retained: dict | None = None
     if roots is not None:
         try:
-            graph = session.object_graph(tuple(roots))
+            graph = object_graph(dump, tuple(roots))
             retained = {mt: kept for mt, (_, _, kept) in graph.by_type().items()}
             row.update(live_objects=int(graph.live.sum()), live_bytes=int(graph.graph.aligned[graph.live].sum()))
         except ClrLayoutError as e:  # the dump lacks what the roots are read from: no retained sizes, said why
             row["graph_error"] = str(e)
     out = []
     for mt, (count, size, aligned) in sorted(totals.items(), key=lambda kv: (kv[1][1], kv[0])):
-        out.append({"method_table": mt, "name": session.type_name(mt), "count": count, "bytes": size,
+        out.append({"method_table": mt, "name": dump.runtime.type_name(mt), "count": count, "bytes": size,
                     "aligned_bytes": aligned, "retained": None if retained is None else retained.get(mt, 0)})
     return out
 

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from ..graph.roots import ROOT_KINDS
+from ..model.heap import ROOT_KINDS
 
 #: the output a child may write (its rows as JSON): more is an error, not a huge allocation
 MAX_OUTPUT = 256 << 20

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..analyses.filters import ObjectFilter
     from ..graph.objectgraph import ObjectGraph
     from ..session import Session
+    from .dump import Dump
 
 UNNAMED = "<unknown type, MT {:#x}>"
 
@@ -108,17 +109,23 @@ class Diff:
         return self.rows[i]
 
 
-def totals_of(session: Session, live: bool = False, roots: tuple[str, ...] = ROOT_KINDS, strings: bool = False,
+def totals_of(dump: Dump, live: bool = False, roots: tuple[str, ...] = ROOT_KINDS, strings: bool = False,
               jobs: int | None = None) -> DumpTotals:
     """One dump's per-type totals (by name).
 
     Args:
-        session: the engine over the dump.
+        dump: the open dump.
         live: only the objects the roots reach, with each type's retained bytes.
         roots: the root kinds liveness starts from.
         strings: also count every string value.
         jobs: processes that share the heap walk (None: by the heap's size).
     """
+    return _session_totals(dump._session, live, roots, strings, jobs)
+
+
+def _session_totals(session: Session, live: bool = False, roots: tuple[str, ...] = ROOT_KINDS,
+                   strings: bool = False, jobs: int | None = None) -> DumpTotals:
+    """:func:`totals_of` over the engine's session (the model's own callers)."""
     from ..analyses.filters import ObjectFilter
     from .summaries import type_totals
 
@@ -216,22 +223,22 @@ def diff(*paths: str, live: bool = False, roots: tuple[str, ...] = ROOT_KINDS, s
         A :class:`Diff`: iterating over it gives its rows (:class:`DiffRow`).
     """
     from ..limits import DEFAULT_LIMITS
-    from ..session import open_session
+    from .dump import open as open_dump
 
     if len(paths) < 2:
         raise ValueError("diff compares two dumps or more")
     sides = []
     for path in paths:
-        with open_session(path, limits=DEFAULT_LIMITS) as session:
-            sides.append(totals_of(session, live, roots, strings))
+        with open_dump(path, limits=DEFAULT_LIMITS) as dump:
+            sides.append(totals_of(dump, live, roots, strings))
     return compare(sides, sort)
 
 
-def native_totals(session: Session) -> dict[str, dict[str, tuple[int, int]]]:
+def native_totals(dump: Dump) -> dict[str, dict[str, tuple[int, int]]]:
     """A dump's native heap for ``diff --native``.
 
     Args:
-        session: the engine over the dump.
+        dump: the open dump.
 
     Returns:
         ``size_classes`` (in-use chunks by size class) and ``owners`` (native chunks and bytes by owning managed
@@ -243,6 +250,7 @@ def native_totals(session: Session) -> dict[str, dict[str, tuple[int, int]]]:
     from ..native import figures
     from .native import native_heap
 
+    session = dump._session
     view = native_heap(session.dump, session if session.heap.exact else None)
     classes = {f"{c['from']}-{c['to']}": (c["in_use"]["count"], c["in_use"]["bytes"])
                for c in figures.size_classes(view.heap)}

@@ -13,8 +13,12 @@ from .heap import Heap
 from .types import ClrType
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from ..analyses.memory import MemoryMap
     from ..dump.addrspace import AddressSpace
     from ..dump.model import Module, Thread
+    from ..findings import Findings
     from ..limits import Limits
     from ..session import Session
     from .native import NativeHeapView
@@ -91,6 +95,34 @@ class Runtime:
         size: int = self._session.profile.pointer_size
         return size
 
+    @property
+    def object_header_size(self) -> int:
+        """The bytes of an object's header before its object pointer (the sync block word, padded)."""
+        size: int = self._session.profile.object.header_size
+        return size
+
+    def unnamed_warning(self, method_tables: Iterable[int]) -> str | None:
+        """The warning about the types without a name, and why.
+
+        Args:
+            method_tables: the MethodTables to look at (a listing's).
+
+        Returns:
+            The warning, or None when every one has a name.
+        """
+        if not self.has_method_tables:
+            return None
+        unnamed = self._session.why_unnamed(method_tables)  # reason -> count, most first
+        n = sum(unnamed.values())
+        why = "; ".join(f"{count:,} {reason}" for reason, count in unnamed.items())
+        return f"{n:,} {'type has' if n == 1 else 'types have'} no name ({why})" if n else None
+
+    @property
+    def has_method_tables(self) -> bool:
+        """Whether objects point at MethodTables (CoreCLR, the .NET Framework), not at MonoVTables (Mono), whose
+        classes are not read."""
+        return self._session.profile.method_table is not None
+
     def type(self, name_or_method_table: str | int) -> ClrType | None:
         """A type by its name or MethodTable.
 
@@ -112,6 +144,53 @@ class Runtime:
                                 f"{', '.join(f'{t.method_table:#x}' for t in found)}: one per module or loader that "
                                 f"loaded it): use types_named(), or give the MethodTable")
         return found[0] if found else None
+
+    def type_name(self, method_table: int) -> str | None:
+        """A MethodTable's type name as the DAC prints it.
+
+        Args:
+            method_table: the MethodTable's address.
+
+        Returns:
+            The name, or None where the dump does not tell.
+        """
+        name: str | None = self._session.type_name(method_table)
+        return name
+
+    def is_named(self, method_table: int, name: str, exact: bool = True) -> bool:
+        """Whether a MethodTable's type has a name.
+
+        Args:
+            method_table: the MethodTable's address.
+            name: the name as the DAC or reflection prints it.
+            exact: the whole name (False: a part of it, as SOS's ``-type``).
+        """
+        return bool(self._session.is_named(method_table, name, exact))
+
+    def names_containing(self, text: str) -> list[str]:
+        """A few of the heap's type names that contain a text (to say what was meant).
+
+        Args:
+            text: a part of a name.
+        """
+        return list(self._session.type_names_containing(text))
+
+    def is_string_method_table(self, method_table: int) -> bool:
+        """Whether a MethodTable is System.String's.
+
+        Args:
+            method_table: the MethodTable's address.
+        """
+        return bool(self._session.is_string_method_table(method_table))
+
+    def string_method_table(self) -> int:
+        """System.String's MethodTable (learned from the heap where the dump does not name it).
+
+        Raises:
+            clrlayout.errors.StringTypeNotFound: there is none to be found.
+        """
+        found: int = self._session.string_method_table()
+        return found
 
     def types_named(self, name: str) -> list[ClrType]:
         """Every type of a name among the heap's types: several where modules or load contexts loaded it.
@@ -145,6 +224,20 @@ class Runtime:
 
         return thread_stacks(self._session, threads)
 
+    def exception_at(self, address: int) -> dict[str, Any]:
+        """The exception object at an address, as SOS's ``!pe`` reads it (type, message, HResult, inner
+        exceptions, the stack trace recorded as it was thrown).
+
+        Args:
+            address: the exception object's address.
+
+        Raises:
+            clrlayout.model.exceptions.NotAnException: no exception object there.
+        """
+        from .exceptions import exception_at
+
+        return exception_at(self._session, address)
+
     @property
     def types(self) -> list[ClrType]:
         """The types of the heap's objects (an exact walk learns them), Free included, by MethodTable."""
@@ -161,6 +254,7 @@ class Dump:
     def __init__(self, session: Session) -> None:
         self._session = session
         self.runtime = Runtime(session)
+        self._warned = 0  # how many of the warnings unshown_warnings() gave
 
     def __enter__(self) -> Dump:
         return self
@@ -218,6 +312,27 @@ class Dump:
 
         return DumpInfo.of(dict(self._session.info, crash=crash_of(self._session)))
 
+    def memory_map(self, jobs: int | None = None, progress: Callable[..., Any] | None = None,
+                   on_found: Callable[[int], None] = lambda n: None) -> MemoryMap:
+        """Where the memory went (``memory``): every byte of the dump by kind, the address space, and the GC
+        heap's object and free bytes per heap and generation (:class:`~clrlayout.analyses.memory.MemoryMap`).
+
+        Args:
+            jobs: processes that share the heap walk (None: by the heap's size and the cores).
+            progress: called with the bytes walked as the walk goes.
+            on_found: called with the number of objects found as the walk goes.
+        """
+        from .summaries import memory_map
+
+        return memory_map(self._session, jobs, progress, on_found)
+
+    def native_heap_if_any(self) -> NativeHeapView | None:
+        """glibc's malloc state where the dump has it to read; None where there is none (see :attr:`native_heap`
+        for why)."""
+        from .native import native_heap_of
+
+        return native_heap_of(self._session)
+
     @property
     def native_heap(self) -> NativeHeapView:
         """glibc's malloc state of a Linux core (:class:`~clrlayout.model.native.NativeHeapView`: ``mallinfo``,
@@ -234,9 +349,65 @@ class Dump:
         """What qualifies the answers (a heuristic scan, memory the dump lacks), as the commands warn."""
         return list(self._session.warnings)
 
+    def unshown_warnings(self) -> list[str]:
+        """The warnings that came up since this was last asked (a command prints them before its answer, and
+        those its answer raised after it)."""
+        warnings = self._session.warnings
+        shown, self._warned = self._warned, len(warnings)
+        return list(warnings[shown:])
+
+    def add_warning(self, message: str) -> None:
+        """Qualify the answers with a warning.
+
+        Args:
+            message: what a command found that the reader must know.
+        """
+        self._session.warnings.append(message)
+
+    @property
+    def findings(self) -> Findings:
+        """The heap anomalies the walks found (counted; the first ones kept, each at its address)."""
+        found: Findings = self._session.findings
+        return found
+
+    def problems(self) -> list[str]:
+        """Why the answers are not exact and complete (``--strict``): empty when they are."""
+        return list(self._session.problems())
+
+    def require_exact(self, what: str) -> None:
+        """Raise :class:`~clrlayout.errors.HeapNotFound` (saying why) unless the heap is walked exactly.
+
+        Args:
+            what: the answer that needs the exact walk ("statistics by type").
+        """
+        self._session.require_exact(what)
+
+    @property
+    def redaction(self) -> dict[str, Any] | None:
+        """The mark of a dump ``trim --redact`` wrote (what it lacks); None for any other dump."""
+        mark: dict[str, Any] | None = self._session.dump.redaction
+        return mark
+
+    @property
+    def redacted(self) -> str | None:
+        """One line: who redacted the dump and what it lacks (None: not a dump ``trim --redact`` wrote)."""
+        mark = self.redaction
+        if mark is None:
+            return None
+        from ..dump.redaction import describe
+
+        return describe(mark)
+
+    @property
+    def truncated_bytes(self) -> int:
+        """How many bytes the file lacks of what its own directory says it holds (0: not truncated)."""
+        missing: int = self._session.dump.truncated_bytes
+        return missing
+
 
 def open(path: str, *, method_table: int | None = None, profile: str | None = None, heap: str = "auto",
-         limits: Limits | None = None, assemblies: tuple[str, ...] | list[str] = ()) -> Dump:
+         limits: Limits | None = None, assemblies: tuple[str, ...] | list[str] = (),
+         index: str | bool | None = None) -> Dump:
     """Open a dump (a Windows minidump or a Linux core).
 
     Args:
@@ -246,6 +417,8 @@ def open(path: str, *, method_table: int | None = None, profile: str | None = No
         heap: "auto", "walk" (the exact walk, or fail) or "scan" (the checked scan for strings).
         limits: the bounds on what a dump may make the reader do (:data:`~clrlayout.limits.DEFAULT_LIMITS`).
         assemblies: folders to find assemblies in (as the DAC's metadata locator does).
+        index: where the heap graph's index is kept (:mod:`clrlayout.graph.index`): None the default directory
+            (``~/.cache/clrlayout/index``), a directory, False none.
 
     Returns:
         The open :class:`Dump`; use it as a context manager.
@@ -257,4 +430,4 @@ def open(path: str, *, method_table: int | None = None, profile: str | None = No
     from ..session import open_session
 
     return Dump(open_session(path, mt=method_table, profile=profile, heap=heap, limits=limits or DEFAULT_LIMITS,
-                             assemblies=list(assemblies)))
+                             assemblies=list(assemblies), index=index))

@@ -7,7 +7,7 @@ index where it has one)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,12 +15,19 @@ import numpy as np
 
 from ..graph.dominators import largest
 from ..graph.roots import ROOT_KINDS, Root
+from ..heap.segments import HEAP_CODES
 from .types import ClrType
 
 if TYPE_CHECKING:
+    from ..analyses.filters import ObjectFilter
+    from ..analyses.typestats import TypeStats
     from ..graph.objectgraph import ObjectGraph
     from ..heap.segments import Segment
     from ..session import Session
+
+
+__all__ = ["HEAP_CODES", "ROOT_KINDS", "Graph", "Heap", "HeapObject", "Retained", "RootPath", "TypeRetained",
+           "largest"]
 
 
 @dataclass
@@ -115,6 +122,28 @@ class Heap:
     @property
     def segments(self) -> list[Segment]:
         return list(self._session.heap.segments)
+
+    @property
+    def gc_mode(self) -> str | None:
+        """"workstation" or "server" (None where the dump does not tell)."""
+        mode: str | None = self._session.heap.gc_mode
+        return mode
+
+    def type_totals(self, selected: ObjectFilter | None = None, jobs: int | None = None,
+                    progress: Callable[..., Any] | None = None,
+                    on_found: Callable[[int], None] = lambda n: None) -> TypeStats:
+        """Count and bytes per MethodTable of the objects ``selected`` keeps (SOS's ``!dumpheap -stat``), over the
+        exact heap walk.
+
+        Args:
+            selected: an :class:`~clrlayout.analyses.filters.ObjectFilter` (None: every object).
+            jobs: processes that share the walk (None: by the heap's size and the cores).
+            progress: called with the bytes walked.
+            on_found: called with the number of objects found.
+        """
+        from .summaries import type_totals
+
+        return type_totals(self._session, selected, jobs, progress, on_found)
 
     def type_of(self, method_table: int) -> ClrType | None:
         """The type of a MethodTable.

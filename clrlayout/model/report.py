@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..graph.build import HeapGraph
     from ..graph.objectgraph import ObjectGraph
     from ..session import Session
+    from .dump import Dump
     from .heap import Heap
 
 #: the nodes a node (or an array of nodes) immediately dominates; a node's type name
@@ -35,8 +36,17 @@ ACCUMULATION = 0.7
 TREE_CHILDREN, TREE_DEPTH = 12, 3
 
 
-def build(session: Session, earlier: Sequence[Session] = (), threshold: float = 0.10,
+def build(dump: Dump, earlier_dumps: Sequence[Dump] = (), threshold: float = 0.10,
           kinds: tuple[str, ...] = ROOT_KINDS, top_types: int = 10) -> Row:
+    """The report of ``dump`` (with the growth across ``earlier_dumps`` of the same process, oldest first).
+
+    Args:
+        threshold: the share of the live heap a suspect retains at least.
+        kinds: the root kinds.
+        top_types: the types listed under each suspect.
+    """
+    session = dump._session
+    earlier = [d._session for d in earlier_dumps]
     og = session.object_graph(kinds)
     note = None
     if og.layers is not None and not earlier:  # kept beside the dump's index, as MAT keeps its reports
@@ -234,9 +244,9 @@ def _growth(session: Session, earlier: Sequence[Session], kinds: tuple[str, ...]
     root."""
     if not earlier:
         return []
-    from .diff import compare, totals_of
+    from .diff import _session_totals, compare
 
-    sides = [totals_of(s, True, kinds) for s in earlier] + [totals_of(session, True, kinds)]
+    sides = [_session_totals(s, True, kinds) for s in earlier] + [_session_totals(session, True, kinds)]
     result = compare(sides, "retained")
     grew = [r for r in result if (r.grew_every_step if len(sides) > 2 else r.delta_bytes > 0)]
     rows: list[Row] = [{"type": r.name, "counts": list(r.counts), "bytes": list(r.sizes), "retained": list(r.retained),

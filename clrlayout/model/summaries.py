@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..analyses.typestats import top_rows
+
+__all__ = ["memory_map", "top_rows", "type_totals"]
+
 if TYPE_CHECKING:
     from ..analyses.filters import ObjectFilter
     from ..analyses.memory import MemoryMap

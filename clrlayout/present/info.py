@@ -12,16 +12,6 @@ def reasons(why: dict[str, int]) -> str:
     return "; ".join(f"{n:,} {reason}" for reason, n in why.items())
 
 
-def unnamed_warning(session, method_tables) -> str | None:
-    """The warning of ``stats`` (and of ``fleet``'s rows) about the ``method_tables`` without a name, and why;
-    None when all have one."""
-    if session.profile.method_table is None:
-        return None
-    unnamed = session.why_unnamed(method_tables)
-    n = sum(unnamed.values())
-    return f"{n:,} {'type has' if n == 1 else 'types have'} no name ({reasons(unnamed)})" if n else None
-
-
 def contract_line(data: dict) -> str | None:
     """The contract descriptor's row: where it is, what it holds, what agrees; None for runtimes older than
     .NET 9 (none has one)."""

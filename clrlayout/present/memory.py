@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..analyses.memory import KINDS, LOADER_HEAP_OWNERS, MemoryMap
 from ..heap.segments import HEAPS
+from .results import Result
 from .text import hexaddr, table
 
 
@@ -75,11 +76,12 @@ def _handle_tables(mm: MemoryMap) -> dict:
             "dump_bytes": _held(mm, "GC handle table")}
 
 
-def render(mm: MemoryMap, fmt: str, with_ranges: bool, pointer_size: int) -> list[str]:
-    from .jsonout import dumps
+def result(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> Result:
+    """``memory``'s answer: the JSON record, and the tables."""
+    return Result(lambda: _lines(mm, with_ranges, pointer_size), document=record(mm, with_ranges, pointer_size))
 
-    if fmt == "json":
-        return [dumps(record(mm, with_ranges, pointer_size))]
+
+def _lines(mm: MemoryMap, with_ranges: bool, pointer_size: int) -> list[str]:
     kinds = mm.kinds()
     total = mm.total_bytes
     lines = ["Memory the dump holds, by what it is:"]

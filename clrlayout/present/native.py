@@ -3,7 +3,9 @@ hex strings here; sizes stay numbers (docs/guide/native.md names every field).""
 
 from __future__ import annotations
 
-from .jsonout import dumps
+from collections.abc import Iterable
+
+from .results import Result
 from .text import hexaddr, table
 
 #: the fields whose values are addresses, wherever they sit in the JSON
@@ -28,23 +30,33 @@ def _hex(value):
     return value
 
 
-def summary_json(summary: dict, reach: dict | None = None) -> str:
+def summary_result(summary: dict) -> Result:
+    """``native``'s answer: the arenas, glibc's own figures, the size classes (JSON: addresses in hex)."""
     record = dict(summary)
-    for a in record["arenas"]:
-        a["heap_ranges"] = [[f"{s:#x}", f"{e:#x}"] for s, e in a["heap_ranges"]]
-    if reach is not None:
-        record["reach"] = reach
+    record["arenas"] = [dict(a, heap_ranges=[[f"{s:#x}", f"{e:#x}"] for s, e in a["heap_ranges"]])
+                        for a in record["arenas"]]
     mallinfo = record.pop("mallinfo")  # glibc's own names: its "arena" is a byte count, not an address
-    out = _hex(record)
-    out["mallinfo"] = mallinfo
-    return dumps(out)
+    document = _hex(record)
+    document["mallinfo"] = mallinfo
+    return Result(lambda: summary_lines(summary), document=document)
 
 
-def chunk_line(chunk: dict) -> str:
+def chunks_result(chunks: Iterable[dict], leaks: bool) -> Result:
+    """``native --chunks`` or ``--leaks``: a chunk a row (JSON: addresses in hex, a leak's first bytes in hex);
+    ``chunks`` is read once, by the one form asked for."""
+    return Result(lambda: chunk_rows(chunks, leaks), (_chunk_record(c) for c in chunks), rows_key="chunks")
+
+
+def owners_result(rows: list) -> Result:
+    """``native --by owner``: native bytes per managed type."""
+    return Result(lambda: owner_rows(rows), rows, rows_key="owners")
+
+
+def _chunk_record(chunk: dict) -> dict:
     record = dict(chunk)
     if "preview" in record:
         record["preview"] = record["preview"].hex()
-    return dumps(_hex(record))
+    return _hex(record)
 
 
 def _cb(c: dict) -> str:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import html
 import json
 
-from .jsonout import dumps
-
 ADDRESS_KEYS = {"address", "biggest", "arena"}
 COLORS = {"gc-heap": "#4e79a7", "stack": "#f28e2b", "image": "#76b7b2", "runtime": "#59a14f",
           "mapped-file": "#edc948", "native": "#e15759"}
@@ -22,8 +20,11 @@ def _hexed(value):
     return value.hex() if isinstance(value, bytes) else value
 
 
-def as_json(report: dict) -> str:
-    return dumps(_hexed(report))
+def json_result(report: dict):
+    """``report --format json``'s answer (addresses in hex, bytes in hex)."""
+    from .results import Result
+
+    return Result(list, document=_hexed(report), formats_of=("json",))
 
 
 def _e(text) -> str:

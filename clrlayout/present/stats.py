@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
-from .jsonout import csv_value, dumps
+from .results import Result
 from .text import counted, display_value, table
 
 LABELS = {"object_headers": "object headers", "method_table_pointers": "MethodTable pointers",
@@ -23,27 +20,28 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
 
-def render(a, result, duplicates, fmt: str, top: int) -> list[str]:
-    if fmt == "json":
-        data = result.as_dict()
-        data.update(runtime={"flavor": a.runtime.flavor, "version": a.runtime.version}, arch=a.dump.arch,
-                    profile=a.profile.name, exact=a.heap.exact)
-        if duplicates is not None:
-            found, total = duplicates
-            data["duplicates"] = [d.as_dict() for d in found[:top]] if top else [d.as_dict() for d in found]
-            data["duplicated_values"] = len(found)
-            data["total_wasted_bytes"] = total
-        return [dumps(data)]
-    if fmt == "csv":
-        return _csv(result, duplicates, top)
+def result(about: dict, stats, duplicates, top: int) -> Result:
+    """``stats --type System.String``'s answer (with ``duplicates``: ``--duplicates``'s).  ``about``: runtime
+    (flavor, version), arch, profile, exact, header_size (``commands.stats._about``)."""
+    data = stats.as_dict()
+    data.update(runtime=about["runtime"], arch=about["arch"], profile=about["profile"], exact=about["exact"])
     if duplicates is not None:
-        return duplicate_lines(duplicates, top, result)
-    return stats_lines(a, result)
+        found, total = duplicates
+        data["duplicates"] = [d.as_dict() for d in found[:top]] if top else [d.as_dict() for d in found]
+        data["duplicated_values"] = len(found)
+        data["total_wasted_bytes"] = total
+        rows = [{"value": d.value, "count": d.count, "aligned_size": d.aligned_size,
+                 "wasted_bytes": d.wasted_bytes, "first_address": f"{d.first_address:#x}"}
+                for d in (found[:top] if top else found)]
+        return Result(lambda: duplicate_lines(duplicates, top, stats), rows,
+                      ("value", "count", "aligned_size", "wasted_bytes", "first_address"), document=data)
+    return Result(lambda: stats_lines(about, stats), _csv_rows(stats), ("table", "name", "count", "bytes"),
+                  document=data)
 
 
-def stats_lines(a, r) -> list[str]:
-    how = "exact heap walk" if a.heap.exact else "checked scan"
-    runtime = f"{a.runtime.flavor} {a.runtime.version or '?'} {a.dump.arch}"
+def stats_lines(about: dict, r) -> list[str]:
+    how = "exact heap walk" if about["exact"] else "checked scan"
+    runtime = f"{about['runtime']['flavor']} {about['runtime']['version'] or '?'} {about['arch']}"
     lines = [f"System.String: {counted(r.count, 'object')} ({runtime}, {how})",
              f"  SOS size:        {r.total_size:,} bytes (BaseSize + 2 x length, summed)",
              f"  on the heap:     {r.total_aligned_size:,} bytes (aligned)",
@@ -52,7 +50,7 @@ def stats_lines(a, r) -> list[str]:
     rows.append(["total", _n(r.total_aligned_size), "100.0%"])
     lines += table(["PART", "BYTES", "%"], rows, "lrr", indent="  ")
     losses = sum(r.breakdown[k] for k in LOSSES) + r.breakdown["object_headers"] - 4 * r.count \
-        if a.profile.object.header_size > 4 else sum(r.breakdown[k] for k in LOSSES)
+        if about["header_size"] > 4 else sum(r.breakdown[k] for k in LOSSES)
     lines.append(f"  space losses (header padding, gaps, extra bytes, alignment): {losses:,} bytes "
                  f"({_pct(losses, r.total_aligned_size)})")
     lines += ["", "Heaps:"]
@@ -93,22 +91,13 @@ def duplicate_lines(duplicates, top: int, r) -> list[str]:
     return lines
 
 
-def _csv(r, duplicates, top: int) -> list[str]:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    if duplicates is not None:
-        w.writerow(["value", "count", "aligned_size", "wasted_bytes", "first_address"])
-        for d in duplicates[0][:top] if top else duplicates[0]:
-            w.writerow([csv_value(d.value), d.count, d.aligned_size, d.wasted_bytes, f"{d.first_address:#x}"])
-    else:
-        w.writerow(["table", "name", "count", "bytes"])
-        w.writerow(["total", "strings", r.count, r.total_aligned_size])
-        for k, v in r.breakdown.items():
-            w.writerow(["breakdown", k, "", v])
-        for k, v in r.heaps.items():
-            w.writerow(["heap", k, v["count"], v["aligned_bytes"]])
-        for g in r.gc_heaps:
-            w.writerow(["gc_heap", g["heap"], g["count"], g["aligned_bytes"]])
-        for h in r.histogram:
-            w.writerow(["histogram", _range(h), h["count"], h["aligned_bytes"]])
-    return buf.getvalue().rstrip("\n").split("\n")
+def _csv_rows(r) -> list[dict]:
+    """The string statistics as rows of one table (CSV): the totals, where the bytes go, heaps, lengths."""
+    def row(table, name, count, size):
+        return {"table": table, "name": name, "count": count, "bytes": size}
+
+    return ([row("total", "strings", r.count, r.total_aligned_size)]
+            + [row("breakdown", k, None, v) for k, v in r.breakdown.items()]
+            + [row("heap", k, v["count"], v["aligned_bytes"]) for k, v in r.heaps.items()]
+            + [row("gc_heap", g["heap"], g["count"], g["aligned_bytes"]) for g in r.gc_heaps]
+            + [row("histogram", _range(h), h["count"], h["aligned_bytes"]) for h in r.histogram])

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from ..objects.instances import instance_layout
-from ..types.layouts import FieldLayout, TypeLayout
+from typing import TYPE_CHECKING
+
 from .text import layout_table, table
+
+if TYPE_CHECKING:
+    from ..model.typeview import TypeView
+    from ..types.layouts import FieldLayout, TypeLayout
+    from .results import Result
 
 
 def field_record(f: FieldLayout) -> dict:
@@ -15,38 +20,6 @@ def field_record(f: FieldLayout) -> dict:
         record["size_known"] = f.size_known
         record["fields"] = [field_record(x) for x in f.fields]
     return record
-
-
-#: how the table says where a static lives that has no one value
-STORAGE_TEXT = {"thread": "(thread-local: one value per thread)", "rva": "(data in the image: RVA static)"}
-
-
-def static_rows(session, statics) -> list[dict]:
-    """Each static field with its value, as SOS's ``!dumpclass`` lists them: a reference (a boxed struct's too) with
-    its object's type and a string's start, a primitive's value; where it is."""
-    from ..objects.instances import show_value
-
-    ptr = session.profile.pointer_size
-    out = []
-    for v in statics:
-        f = v.field
-        per_thread = [{"thread": tid, "address": f"{slot:#x}",
-                       "value": show_value("reference", data, ptr, session.referent) if data is not None else None}
-                      for tid, slot, data in v.per_thread]
-        if v.data is None:
-            value = STORAGE_TEXT.get(f.storage, "(not in the dump)")
-            if per_thread:  # a GC thread static: its value on each thread
-                value = "; ".join(f"{'thread ' + str(p['thread']) if p['thread'] is not None else 'a thread'}: "
-                                  f"{p['value']}" for p in per_thread)
-        else:
-            show = "reference" if f.storage == "gc" else f.show
-            value = show_value(show, v.data, ptr, session.referent)
-        row = {"name": f.name, "type": f.type, "token": f"{f.token:#010x}", "storage": f.storage,
-               "offset": f.offset, "address": None if v.address is None else f"{v.address:#x}", "value": value}
-        if f.storage == "thread":
-            row["per_thread"] = per_thread
-        out.append(row)
-    return out
 
 
 def type_record(lay: TypeLayout, parent_names: list, losses: tuple[int, int], statics=None) -> dict:
@@ -68,21 +41,16 @@ def type_record(lay: TypeLayout, parent_names: list, losses: tuple[int, int], st
     }
 
 
-def render(session, lay: TypeLayout, fmt: str, statics=None) -> list[str]:
-    """``statics``: the :class:`~clrlayout.graph.statics.StaticValue` of each static field (None: no values)."""
-    from .jsonout import dumps
+def result(view: TypeView) -> Result:
+    """``type``'s answer: its JSON record (docs/guide/types.md) and its table."""
+    from .results import Result
 
-    p = session.profile
-    parent_names = [session.type_name(m) or f"<unknown type, MT {m:#x}>" for m in lay.parents]
-    if lay.method_table == session.mts.string_mt:  # a string's own rows (length, terminator), as `layout` shows
-        from ..objects.layout import string_layout
+    return Result(lambda: _lines(view), document=type_record(view.layout, view.parent_names, view.object_rows.losses(),
+                                                             view.statics))
 
-        obj = string_layout(p, 0)
-    else:
-        obj = instance_layout(p, lay)
-    rows = static_rows(session, statics) if statics is not None else None
-    if fmt == "json":
-        return [dumps(type_record(lay, parent_names, obj.losses(), rows))]
+
+def _lines(view: TypeView) -> list[str]:
+    lay, parent_names, obj, rows = view.layout, view.parent_names, view.object_rows, view.statics
     name = lay.name or f"<unknown type, MT {lay.method_table:#x}>"
     lines = [
         f"Name:          {name}",
@@ -98,7 +66,7 @@ def render(session, lay: TypeLayout, fmt: str, statics=None) -> list[str]:
         "Layout (offsets from the object pointer):"
     lines += layout_table(obj, title)
     if lay.value_type and lay.fields:
-        ptr = p.pointer_size
+        ptr = view.pointer_size
         lines += ["", "Unboxed layout (offsets from the start of the value, as in an array or a field):"]
         rows = [[f.offset - ptr, f.size, f.type, f.name] for f in lay.fields]
         lines += table(["OFF", "SZ", "TYPE", "DESCRIPTION"], rows, "rrll", indent="  ")

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
-from .jsonout import csv_value, dumps
+from .results import Result
 from .text import counted, table
 
 UNKNOWN = "<unknown type, MT {:#x}>"
@@ -15,26 +12,22 @@ def name_of(row) -> str:
     return row.name if row.name is not None else UNKNOWN.format(row.method_table)
 
 
-def render(a, rows, fmt: str, shown=None) -> list[str]:
-    """``rows``: every type's; ``shown``: the ones to list (--top), all by default.  Totals count all."""
+def result(about: dict, rows, shown=None) -> Result:
+    """``stats``' answer by type (``!dumpheap -stat``).  ``rows``: every type's; ``shown``: the ones to list
+    (--top), all by default.  Totals count all.  ``about``: runtime (flavor, version), exact, pointer_size
+    (``commands.stats._about``)."""
     shown = rows if shown is None else shown
-    count = sum(r.count for r in rows)
-    size = sum(r.total_size for r in rows)
-    aligned = sum(r.total_aligned_size for r in rows)
-    if fmt == "json":
-        return [dumps({"types": [r.as_dict() for r in shown], "type_count": len(rows), "count": count,
-                       "total_size": size,
-                       "total_aligned_size": aligned, "exact": a.heap.exact,
-                       "runtime": {"flavor": a.runtime.flavor, "version": a.runtime.version}})]
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["method_table", "name", "count", "total_size", "total_aligned_size"])
-        for r in shown:
-            w.writerow([f"{r.method_table:#x}", csv_value(r.name) if r.name is not None else "", r.count,
-                        r.total_size, r.total_aligned_size])
-        return buf.getvalue().rstrip("\n").split("\n")
-    width = 2 * a.profile.pointer_size
+    totals = {"type_count": len(rows), "count": sum(r.count for r in rows),
+              "total_size": sum(r.total_size for r in rows),
+              "total_aligned_size": sum(r.total_aligned_size for r in rows), "exact": about["exact"],
+              "runtime": about["runtime"]}
+    return Result(lambda: _lines(about, rows, shown, totals), [r.as_dict() for r in shown],
+                  ("method_table", "name", "count", "total_size", "total_aligned_size"), "types", totals)
+
+
+def _lines(about: dict, rows, shown, totals: dict) -> list[str]:
+    count, size = totals["count"], totals["total_size"]
+    width = 2 * about["pointer_size"]
     lines = ["Statistics:"]
     lines += table(["MT".rjust(width), "Count", "TotalSize", "Class Name"],
                    [[f"{r.method_table:0{width}x}", f"{r.count:,}", f"{r.total_size:,}", name_of(r)] for r in shown],

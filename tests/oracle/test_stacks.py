@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run as run_cli
+from tests.support.forms import assert_same_rows_in_every_form
 
 pytestmark = pytest.mark.oracle
 
@@ -114,6 +115,14 @@ def test_one_thread_and_the_table(stacks_core, capsys):
     assert len([ln for ln in lines if ln.strip()]) == 2 + len(pinvoke["frames"])
     code, _, stderr = run_cli(capsys, "clrstack", str(stacks_core.path), "0x1")
     assert code == 2 and "no managed thread has the OS id 0x1" in stderr
+
+
+def test_frames_in_every_form(stacks_core, capsys):
+    """JSON Lines and CSV list the JSON's frames, a line each, with the thread's OS id (issue 47, item 4)."""
+    rows = assert_same_rows_in_every_form(
+        capsys, ["clrstack", str(stacks_core.path)],
+        lambda document: [{"os_id": t["os_id"], **f} for t in document["threads"] for f in t["frames"]])
+    assert any(r["method"] == "Program.InNative()" for r in rows)
 
 
 def test_older_runtimes_say_they_are_not_walked(fresh_core, capsys):

@@ -10,7 +10,9 @@ import pytest
 import clrlayout
 from clrlayout.analyses.typestats import TypeStats
 from clrlayout.cli import main
-from clrlayout.present.typelayout import render
+from clrlayout.model.typeview import type_view
+from clrlayout.present.results import render
+from clrlayout.present.typelayout import result
 from tests.support.samples import SAMPLES, manifest
 from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
@@ -29,13 +31,13 @@ def test_type_by_method_table_equals_type_by_name(entry):
     """Each in a session of its own, as the command runs: by MethodTable before anything walked the heap."""
     path = SAMPLES / entry["file"]
     mts = _heap_types(path)
-    with open_session(path) as s:
-        by_mt = {m: render(s, s.type_layout(m), "json") for m in mts}
-    with open_session(path) as s:
+    with clrlayout.open(path) as d:
+        by_mt = {m: list(render(result(type_view(d, m)), "json")) for m in mts}
+    with clrlayout.open(path) as d:
         for m in mts:
-            name = s.type_name(m)
-            assert m in s.method_tables_named(name), name
-            assert render(s, s.type_layout(m), "json") == by_mt[m], name
+            name = d.runtime.type_name(m)
+            assert m in [t.method_table for t in d.runtime.types_named(name)], name
+            assert list(render(result(type_view(d, m)), "json")) == by_mt[m], name
     assert len(mts) > 100
 
 

@@ -117,3 +117,25 @@ def test_no_two_classes_share_a_name():
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 seen.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
     assert {name: where for name, where in seen.items() if len(where) > 1} == {}
+
+
+#: what a command or the fleet may import: the model (the one door to a dump), what it renders with, and the
+#: package's own plumbing; never the engine under the model (issue 47, item 1)
+DOOR = {"model", "present", "errors", "limits", "util", "formats", "commands", "fleet", "live", "trim"}
+ENGINE = {"heap", "objects", "graph", "session", "runtime", "types", "dump", "analyses", "native", "parallel"}
+
+
+def test_commands_and_fleet_reach_the_dump_only_through_the_model():
+    """No module of ``commands/`` or ``fleet/`` imports the engine (heap walks, objects, the graph, the session,
+    the readers below them): each opens a dump with ``clrlayout.model.open`` and asks the model."""
+    wrong = []
+    for module, targets in _imports().items():
+        parts = module.split(".")
+        if len(parts) < 2 or parts[1] not in ("commands", "fleet"):
+            continue
+        for target in targets:
+            top = target.split(".")[1] if "." in target else target
+            assert top in DOOR | ENGINE | {"clrlayout", "__version__"}, target
+            if top in ENGINE:
+                wrong.append(f"{module} imports {target}")
+    assert wrong == []

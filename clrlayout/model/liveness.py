@@ -1,0 +1,48 @@
+"""``--live`` and ``--dead``: a listing's selection narrowed to the objects the roots reach (or do not), as
+SOS's ``-live``/``-dead``.  Free space is neither; the objects of frozen segments no root reaches (string
+literals, frozen objects the GC never frees) are not dead unless asked for."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .dump import Dump
+
+
+def select_live(dump: Dump, selected: Any, live: bool, kinds: tuple[str, ...],
+                with_frozen: bool = False) -> tuple[Any, int]:
+    """``selected`` (a :class:`~clrlayout.analyses.filters.StringFilter` or ``ObjectFilter``) keeping only the
+    live objects (``live``) or the dead ones.
+
+    Args:
+        kinds: the root kinds.
+        with_frozen: with ``live`` False, also the frozen segments' objects no root reaches (as SOS's -dead).
+
+    Returns:
+        The narrowed selection, and how many frozen objects no root reaches were kept out of the dead ones.
+
+    Raises:
+        clrlayout.errors.RootsNotFound: a kind of root cannot be read from this dump.
+    """
+    session = dump._session
+    graph = session.object_graph(kinds)
+    keep = graph.live
+    frozen = [(seg.start, seg.end) for seg in session.heap.segments if seg.kind == "frozen"]
+    unreached = 0
+    if not live and frozen and not with_frozen:  # the GC never frees them: not dead
+        addresses = graph.graph.addresses
+        in_frozen = np.zeros(len(addresses), dtype=bool)
+        for lo, hi in frozen:
+            in_frozen |= (addresses >= lo) & (addresses < hi)
+        unreached = int(np.count_nonzero(in_frozen & ~keep))
+        keep = keep | in_frozen
+    live_addresses = graph.graph.addresses[keep]
+    if hasattr(selected, "free_method_tables"):
+        free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
+        return dataclasses.replace(selected, live_addresses=live_addresses, live=live,
+                                   free_method_tables=free), unreached
+    return dataclasses.replace(selected, live_addresses=live_addresses, live=live), unreached
