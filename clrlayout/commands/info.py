@@ -6,7 +6,6 @@ import click
 
 from .common import (
     _open,
-    _preamble,
     _report,
     assemblies_option,
     emit,
@@ -16,6 +15,7 @@ from .common import (
     mt_option,
     profile_option,
     quiet_option,
+    warn,
 )
 
 
@@ -33,9 +33,11 @@ def info(file, fmt, mt, profile, heap, assemblies, quiet):
     from ..present.results import Result
 
     with _open(file, mt, profile, heap, assemblies) as dump:
-        data = dump.info.to_dict()  # JSON: the model's data as it is (options by their API names); the table: as
-        # flags
-        _preamble(dump, quiet)
+        found = dump.describe()
+        data = present.info_record(found.to_dict())  # JSON: options by their API names; the table: as flags
+        dump.unshown_warnings()  # the info's warnings hold the dump's so far: said once, before the answer
+        for w in [] if quiet else found.warnings:
+            warn(w)
         emit(Result(lambda: present.info_lines(flags_in(data)), document=data), fmt)
         _report(dump, quiet)
         if dump.truncated_bytes and not dump.runtime.heap.exact:  # what it holds, then the error others give

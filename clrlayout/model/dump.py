@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DumpInfo:
-    """What ``clrlayout info`` shows; :meth:`to_dict` is what ``info --format json`` prints."""
+    """What ``clrlayout info`` shows (addresses as numbers; ``info --format json`` prints them in hex)."""
 
     path: str
     format: str  #: "minidump" | "elf-core"
@@ -45,7 +45,7 @@ class DumpInfo:
     memory: dict[str, Any]  #: ranges and bytes the dump holds
     other_streams: list[Any]  #: a minidump's streams of types not read
     gc_heap: dict[str, Any]  #: how it was found, exact or not, segments
-    string_method_table: str | None
+    string_method_table: int | None
     string_method_table_base_size: int | None
     types: dict[str, Any] | None  #: the heap's MethodTables: how many, how many named, why the others are not
     contract_descriptor: dict[str, Any]
@@ -308,9 +308,25 @@ class Dump:
 
     @property
     def info(self) -> DumpInfo:
+        """What the dump holds (``info``), without walking the heap (``types`` is None: :meth:`describe`); its
+        ``warnings`` are the dump's and what finding these raised, which :attr:`warnings` does not gain."""
         from .threads import crash_of
 
         return DumpInfo.of(dict(self._session.info, crash=crash_of(self._session)))
+
+    def describe(self) -> DumpInfo:
+        """:attr:`info` with the heap's types counted (``types``: a walk of the heap), as ``clrlayout info``
+        shows it; a heap that cannot be walked after all leaves ``types`` None and says why in ``warnings``."""
+        from ..errors import ClrLayoutError
+
+        data = self.info.to_dict()
+        failed: list[str] = []
+        try:
+            types = self._session.type_census()
+        except ClrLayoutError as e:  # a heap that cannot be walked after all: info still says what it can
+            types, failed = None, [str(e)]
+        warnings = list(dict.fromkeys([*data["warnings"], *self._session.warnings, *failed]))  # the walk's too
+        return DumpInfo.of({**data, "types": types, "warnings": warnings})
 
     def memory_map(self, jobs: int | None = None, progress: Callable[..., Any] | None = None,
                    on_found: Callable[[int], None] = lambda n: None) -> MemoryMap:

@@ -42,7 +42,31 @@ def contract_line(data: dict) -> str | None:
     return text
 
 
+def info_record(info: dict) -> dict:
+    """``info --format json``: the model's :class:`~clrlayout.model.DumpInfo` with its addresses in hex."""
+    def hexed(value):
+        return None if value is None else f"{value:#x}"
+
+    data = dict(info)
+    rt = data["runtime"]
+    if rt["module"] is not None:
+        data["runtime"] = dict(rt, module=dict(rt["module"], base=hexed(rt["module"]["base"])))
+    data["other_streams"] = [hexed(t) for t in data["other_streams"]]
+    heap = dict(data["gc_heap"])
+    if heap["gc_dac_vars"] is not None:
+        heap["gc_dac_vars"] = dict(heap["gc_dac_vars"], address=hexed(heap["gc_dac_vars"]["address"]))
+    heap["segments"] = [dict(s, start=hexed(s["start"]), end=hexed(s["end"])) for s in heap["segments"]]
+    data["gc_heap"] = heap
+    data["string_method_table"] = hexed(data["string_method_table"])
+    contract = data["contract_descriptor"]
+    if contract.get("found"):
+        data["contract_descriptor"] = dict(contract, address=hexed(contract["address"]), method_tables={
+            name: dict(m, method_table=hexed(m["method_table"])) for name, m in contract["method_tables"].items()})
+    return data
+
+
 def info_lines(data: dict) -> list[str]:
+    """The table of :func:`info_record`'s record."""
     ptr = data["pointer_size"]
     rt = data["runtime"]
     proc = data["process"]

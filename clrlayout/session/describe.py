@@ -12,8 +12,10 @@ class Describe:
 
     @property
     def info(self) -> dict:
-        """What ``clrlayout info`` shows, as data: format, OS, arch, process, runtime, profile, memory, GC heap,
-        String MethodTable and warnings (``info --format json`` prints exactly this)."""
+        """What ``clrlayout info`` shows, as data (addresses as numbers: the presenter formats them): format, OS,
+        arch, process, runtime, profile, memory, GC heap, String MethodTable and warnings — the session's and
+        what finding these raised, which are the info's alone (the session's warnings are not added to).  No
+        walk of the heap: ``types`` is None (:meth:`type_census` counts them)."""
         if self._info is None:
             self._info = self._make_info()
         return self._info
@@ -39,51 +41,48 @@ class Describe:
                 "version": rt.version,
                 "version_source": rt.version_source,
                 "module": None if rt.module is None else {
-                    "path": rt.module.path, "base": f"{rt.module.base:#x}", "size": rt.module.size},
+                    "path": rt.module.path, "base": rt.module.base, "size": rt.module.size},
             },
             "profile": {"name": self.profile.name, "overrides": list(self.profile.applied_overrides),
                         "string_base_size": self.profile.string.base_size},
             "memory": {"ranges": len(d.memory.regions), "bytes": d.memory.total_bytes},
             #: a minidump's streams of types clrlayout does not read (a tool's own: Wine writes 0xfff0)
-            "other_streams": [f"{t:#x}" for t in getattr(d.container, "skipped_streams", None) or []],
+            "other_streams": list(getattr(d.container, "skipped_streams", None) or []),
             "gc_heap": {
                 "method": heap.method,
                 "exact": heap.exact,
                 "missing_bytes": self.missing_heap_bytes(),
                 "gc_mode": heap.gc_mode,
                 "gc_dac_vars": None if heap.dac_vars is None else {
-                    "address": f"{heap.dac_vars.address:#x}",
+                    "address": heap.dac_vars.address,
                     "version": f"{heap.dac_vars.major}.{heap.dac_vars.minor}",
                     "generation_size": heap.dac_vars.generation_size},
-                "segments": [{"kind": s.kind, "start": f"{s.start:#x}", "end": f"{s.end:#x}", "size": s.size,
+                "segments": [{"kind": s.kind, "start": s.start, "end": s.end, "size": s.size,
                               "ephemeral": s.ephemeral} for s in heap.segments],
             },
         }
+        found: list[str] = []  # the info's own warnings
         try:
             mt = self.string_method_table()
             m = self.mts.get(mt)
-            data["string_method_table"] = f"{mt:#x}"
+            data["string_method_table"] = mt
             data["string_method_table_base_size"] = m.base_size if m else None
         except ClrLayoutError as e:
             data["string_method_table"] = None
-            self.warnings.append(str(e))
-        try:
-            data["types"] = self.type_census()
-        except ClrLayoutError as e:  # a heap that cannot be walked after all: info still says what it can
-            data["types"] = None
-            if str(e) not in self.warnings:
-                self.warnings.append(str(e))
-        data["contract_descriptor"] = self._contract_info()
-        data["warnings"] = list(self.warnings)
+            data["string_method_table_base_size"] = None
+            found.append(str(e))
+        data["types"] = None  # counted by type_census (a walk of the heap), when asked for
+        data["contract_descriptor"] = self._contract_info(found)
+        data["warnings"] = list(self.warnings) + [w for w in found if w not in self.warnings]
         return data
 
-    def _contract_info(self) -> dict:
+    def _contract_info(self, found: list[str]) -> dict:
         """The contract descriptor as ``info`` shows it: where it is, what it holds, how the layouts and the
         MethodTables its globals point at compare with clrlayout's."""
         d, checks = self.contract, self.contract_checks
         if isinstance(d, str):
             return {"found": False, "reason": d}
-        out = {"found": True, "address": f"{d.address:#x}", "where": d.where, "json_bytes": d.json_bytes,
+        out = {"found": True, "address": d.address, "where": d.where, "json_bytes": d.json_bytes,
                "version": d.version, "baseline": d.baseline, "types": len(d.types), "globals": len(d.globals),
                "contracts": len(d.contracts)}
         if checks is not None:
@@ -91,14 +90,14 @@ class Describe:
             out["mismatches"] = [{"descriptor": m.descriptor, "says": m.says, "layout": m.layout,
                                   "expected": m.expected} for m in checks.mismatches]
             out["not_described"] = list(checks.not_described)
-        out["method_tables"] = self.contract_method_tables()
+        out["method_tables"] = self.contract_method_tables(found)
         return out
 
-    def contract_method_tables(self) -> dict:
+    def contract_method_tables(self, found: list[str]) -> dict:
         """The MethodTables the contract descriptor's globals point at (String, free object, Object, ...), each
         with whether clrlayout finds the same: the String MethodTable it learned, the free-object shape, the
         name the metadata gives (``agrees`` None: the variable is not in the dump, or the type's name cannot be
-        had)."""
+        had); where clrlayout finds otherwise, a warning into ``found``."""
         out = {}
         from ..runtime.contract import method_table_variables
 
@@ -116,9 +115,9 @@ class Describe:
                     found = self.type_name(mt)
                     agrees = None if found is None else found == expected
                 if agrees is False:
-                    self.warnings.append(f"the runtime's contract descriptor says {name} is {mt:#x}, which "
-                                         f"clrlayout does not find to be {expected}")
-            out[name] = {"method_table": None if mt is None else f"{mt:#x}", "expected": expected,
+                    found.append(f"the runtime's contract descriptor says {name} is {mt:#x}, which "
+                                 f"clrlayout does not find to be {expected}")
+            out[name] = {"method_table": mt, "expected": expected,
                          "agrees": agrees}
         return out
 

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from tests.support.samples import SAMPLES, manifest
-
 import clrlayout
 from clrlayout.cli import main
+from clrlayout.present.info import info_record
+from tests.support.samples import SAMPLES, manifest
 
 
 def test_public_names():
@@ -34,7 +34,7 @@ def test_the_models_answers_are_the_commands_answers(entry, capsys):
     assert main(["stats", path, "--format", "json", "--jobs", "1"]) == 0
     stats = json.loads(capsys.readouterr().out)
     with clrlayout.open(path) as dump:
-        assert dump.info.to_dict() == printed
+        assert info_record(dump.describe().to_dict()) == printed
         heap = dump.runtime.heap
         strings = list(heap.strings())
         objects = list(heap.objects())
@@ -159,3 +159,24 @@ def test_the_model_s_graph_is_the_commands(capsys):
             graph.top_retainers(3, by="size")
         assert graph.retained(1) is None
         assert {r.kind for r in graph.roots} >= {"strong handle"}
+
+
+def test_info_neither_walks_the_heap_nor_adds_warnings(monkeypatch):
+    """``Dump.info`` says what the dump holds without a walk of the heap (``types`` None) and qualifies itself in
+    its own ``warnings``; ``describe()`` counts the types (issue 47, item 2)."""
+    path = str(SAMPLES / "strings.coreclr-8.0.4.linux-x64.core")
+    with clrlayout.open(path) as dump:
+        before = dump.warnings
+
+        def no_walk(*args, **kwargs):
+            raise AssertionError("info walked the heap")
+
+        with monkeypatch.context() as m:
+            m.setattr(dump._session, "heap_steps", no_walk)
+            info = dump.info
+        assert info.types is None and dump.warnings == before
+        assert isinstance(info.string_method_table, int) and isinstance(info.gc_heap["segments"][0]["start"], int)
+        described = dump.describe()
+        types = described.types
+        assert types["method_tables"] > 10 and types["named"] + types["unnamed"] == types["method_tables"]
+        assert dump.warnings == before

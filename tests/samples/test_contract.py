@@ -53,13 +53,13 @@ def test_the_descriptor_agrees_with_the_profiles_and_the_dac(fresh_core):
             assert not info["found"] and "older than .NET 9" in info["reason"]
             return
         assert info["found"], info
-        assert int(info["address"], 16) == s.runtime.module.base + symbol
+        assert info["address"] == s.runtime.module.base + symbol
         # the heap dump leaves the runtime's data out: the descriptor comes from its file, relocated
         assert info["where"] == f"{s.runtime.module.path} on this machine"
         assert info["mismatches"] == []
         assert info["layout_values_checked"] + len(info["not_described"]) == len(descriptor_data()["checks"])
         assert info["layout_values_checked"] >= 24
-        tables = {name: int(e["method_table"], 16) for name, e in info["method_tables"].items()}
+        tables = {name: e["method_table"] for name, e in info["method_tables"].items()}
         assert tables["StringMethodTable"] == listing["string_method_table"]
         assert tables["FreeObjectMethodTable"] == listing["free_method_table"]
         assert tables["ObjectMethodTable"] == listing["object_method_table"]
@@ -72,7 +72,7 @@ def test_a_full_dump_holds_the_descriptor_and_trim_keeps_it(full_core, tmp_path,
     with open_session(full_core.path) as s:
         full = s.info["contract_descriptor"]
         assert full["where"] == "the dump"
-        assert int(full["address"], 16) == s.runtime.module.base + _exported(s.runtime.module.path, SYMBOL)
+        assert full["address"] == s.runtime.module.base + _exported(s.runtime.module.path, SYMBOL)
     trimmed = tmp_path / "trimmed.core"
     assert main(["trim", str(full_core.path), str(trimmed)]) == 0
     capsys.readouterr()
@@ -101,7 +101,7 @@ def test_a_bad_descriptor_in_the_dump_is_a_reason(full_core, tmp_path, capsys):
     magic = descriptor_data()["descriptor"]["magic"].to_bytes(8, "little")
     at = raw.index(magic)
     with open_session(trimmed) as s:
-        text_at = s.dump.memory.try_read_pointer(int(s.info["contract_descriptor"]["address"], 16) + 16)
+        text_at = s.dump.memory.try_read_pointer(s.info["contract_descriptor"]["address"] + 16)
         json_in_file = raw.index(s.dump.memory.try_read(text_at, 32))
     capsys.readouterr()
     assert main(["dump", str(trimmed), "--format", "jsonl"]) == 0
