@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..graph.objectgraph import ObjectGraph
     from ..heap.segments import Segment
     from ..session import Session
+    from .methods import MethodNamer
 
 
 __all__ = ["HEAP_CODES", "ROOT_KINDS", "Graph", "Heap", "HeapObject", "Retained", "RootPath", "TypeRetained",
@@ -114,6 +115,7 @@ class Heap:
         self._session = session
         self._types: dict[int, ClrType] = {}
         self._graphs: dict[tuple[str, ...], ObjectGraph] = {}  #: root kinds -> the object graph with them
+        self._namer: MethodNamer | None = None  #: names the frames of precise stack roots, made once
 
     @property
     def exact(self) -> bool:
@@ -246,8 +248,9 @@ class Heap:
     def _method_name(self, md: int) -> str | None:
         from .methods import MethodNamer
 
-        namer = self.__dict__.setdefault("_namer", MethodNamer(self._session))
-        name: str | None = namer.name(md)
+        if self._namer is None:
+            self._namer = MethodNamer(self._session)
+        name: str | None = self._namer.name(md)
         return name
 
     def root_paths(self, obj: HeapObject | int, roots: tuple[str, ...] = ROOT_KINDS,

@@ -33,6 +33,7 @@ def write_graph(dump: Dump) -> IndexWritten:
     session = dump._session
     where, written, why = session.build_index()
     graph = session._heap_graph
+    assert graph is not None  # build_index made it
     return IndexWritten(where, written, why, int(graph.count), int(graph.edge_count))
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..native import figures
 from ..native.arenas import NativeHeap, read_native_heap
 from ..native.chunks import IN_USE, MMAPPED, NO_ARENA, STATES
+from ..session.state import UNSET
 
 if TYPE_CHECKING:
     from ..dump import DumpFile
@@ -63,6 +64,8 @@ class NativeHeapView:
         self._dump = dump
         self._session = session
         self.heap = heap
+        #: the owners found for a heap graph and its liveness: (graph, live, owners)
+        self._owners_of: tuple[HeapGraph, np.ndarray, Owners] | None = None
         figures.check(heap)
 
     @cached_property
@@ -88,12 +91,12 @@ class NativeHeapView:
             graph: the heap graph.
             live: per node, whether it is live.
         """
-        kept = self.__dict__.get("_owners_of")
+        kept = self._owners_of
         if kept is not None and kept[0] is graph and np.array_equal(kept[1], live):
             owners: Owners = kept[2]
             return owners
         found = self._owners_in(graph, live)
-        self.__dict__["_owners_of"] = (graph, live, found)
+        self._owners_of = (graph, live, found)
         return found
 
     def _owners_in(self, graph: HeapGraph, live: np.ndarray) -> Owners:
@@ -294,8 +297,7 @@ def native_heap_of(session: Session) -> NativeHeapView | None:
     Returns:
         The view, or None where the dump has none to read (not a Linux core, another allocator, a trimmed core).
     """
-    cache = session.__dict__
-    if "_native_heap" not in cache:
+    if session._native_heap is UNSET:
         view = None
         if session.dump.format == "elf-core":
             from ..errors import ClrLayoutError
@@ -304,8 +306,8 @@ def native_heap_of(session: Session) -> NativeHeapView | None:
                 view = native_heap(session.dump, session)
             except ClrLayoutError:
                 view = None
-        cache["_native_heap"] = view
-    found: NativeHeapView | None = cache["_native_heap"]
+        session._native_heap = view
+    found: NativeHeapView | None = session._native_heap  # type: ignore[assignment]  # set just above
     return found
 
 

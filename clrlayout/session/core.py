@@ -24,10 +24,12 @@ from ..runtime.methodtable import MethodTables
 from ..runtime.profiles import Profile
 from .describe import Describe
 from .memory import RuntimeMemory
+from .state import UNSET
 from .typesystem import TypeSystem
 from .walks import Walks
 
 if TYPE_CHECKING:  # the contract descriptor is looked for on .NET 9+ only: imported there
+    from ..graph.build import HeapGraph
     from ..runtime.contract import CheckResult, ContractDescriptor
 
 
@@ -55,10 +57,32 @@ class Session(Describe, TypeSystem, Walks, RuntimeMemory):
     #: where the heap graph's index is kept (:mod:`clrlayout.graph.index`): None the default directory, a
     #: directory, or False for none
     graph_index: object = None
+    #: what the session found, each kept once found: None or UNSET (where None is an answer) until then
     _info: dict | None = field(default=None, repr=False)
     _names: object = field(default=None, repr=False)
     _layouts: object = field(default=None, repr=False)
     _loader_heaps: object = field(default=None, repr=False)
+    #: whether a walk met every MethodTable of the heap (naming need not walk again)
+    _walked_types: bool = field(default=False, repr=False)
+    #: object_at: whether it looked once (a second call makes the index), and the index of every object's start
+    _looked_up: bool = field(default=False, repr=False)
+    _object_starts: list | None = field(default=None, repr=False)
+    #: the heap graph (:mod:`clrlayout.graph.build`), the object graph per set of root kinds, the collectible
+    #: types' LoaderAllocators, where the graph's index is and what became of it ("loaded", "written", ...)
+    _heap_graph: HeapGraph | None = field(default=None, repr=False)
+    _graphs: dict = field(default_factory=dict, repr=False)
+    _allocators: object = field(default=UNSET, repr=False)
+    _graph_index_path: object = field(default=None, repr=False)
+    index_status: str | None = field(default=None, repr=False)
+    #: where the statics live (:class:`~clrlayout.graph.statics.Statics`)
+    _statics: object = field(default=None, repr=False)
+    #: the runtime's threads (or why not), the runtime's table of DAC globals, the stack walker (or why not), the
+    #: precise stack references (None: none), glibc's heap (None: none)
+    _runtime_threads: object = field(default=UNSET, repr=False)
+    _dac_table: object = field(default=None, repr=False)
+    _walker: object = field(default=UNSET, repr=False)
+    _precise: object = field(default=UNSET, repr=False)
+    _native_heap: object = field(default=UNSET, repr=False)
 
     def close(self) -> None:
         if self._names is not None:

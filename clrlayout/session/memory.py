@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from ..graph.statics import Statics
     from ..runtime.loaderheaps import LoaderHeaps
 from ..util.allocator import release_freed
+from .state import UNSET
 
 
 class RuntimeMemory:
@@ -72,11 +73,11 @@ class RuntimeMemory:
                 f"this dump was {describe(mark)}: it has no stack roots, and an answer without them would call "
                 f"objects only a stack holds dead; choose the roots it still has, roots={others} (or redact the "
                 f"original with keep_stacks=True)"))
-        cache = self.__dict__.setdefault("_graphs", {})
+        cache = self._graphs
         # the caller's alone only when its heap graph is made for it: one made before may be held elsewhere
-        exclusive = exclusive and "_heap_graph" not in self.__dict__
+        exclusive = exclusive and self._heap_graph is None
         if key not in cache:
-            if "_heap_graph" not in self.__dict__:
+            if self._heap_graph is None:
                 self.string_method_table()
                 self._heap_graph = self._indexed_graph(build_graph)
                 self._walked_types = True  # the walk met every MethodTable of the heap: naming need not walk again
@@ -93,17 +94,17 @@ class RuntimeMemory:
                                   if k in key and not any(p.startswith(k[:6]) for p in roots.problems))
                 raise self._because(RootsNotFound("; ".join(roots.problems) + (
                     f" (the other roots: roots={others})" if others else "")))
-            if "_allocators" not in self.__dict__:
+            if self._allocators is UNSET:
                 self._allocators = self.loader_allocators(self._heap_graph)
             og = ObjectGraph(self._heap_graph, roots, key, self._allocators, exclusive)
-            where = self.__dict__.get("_graph_index_path")
+            where = self._graph_index_path
             if where is not None:  # what is computed from it kept beside the graph's index (graph.index.Layers)
                 from ..graph.index import Layers
 
                 og.layers = Layers(where, og.roots_key, og.graph.count, len(og.indices), self.warnings.append)
             cache[key] = og
         if exclusive:  # the graph is the caller's alone: the session forgets it (a later call builds it again)
-            self.__dict__.pop("_heap_graph", None)
+            self._heap_graph = None
             self._graphs = {}
             return cache.pop(key)
         return cache[key]
@@ -174,13 +175,13 @@ class RuntimeMemory:
 
     def statics(self) -> Statics:
         """Where each type's static fields live (:class:`~clrlayout.graph.statics.Statics`), made once."""
-        if self.__dict__.get("_statics") is None:
+        if self._statics is None:
             from ..graph.statics import Statics
 
             ptr = self.profile.pointer_size
 
             def object_of(address: int):  # (start, MethodTable) of the object that holds it: the graph's, when made
-                graph = self.__dict__.get("_heap_graph")
+                graph = self._heap_graph
                 if graph is not None:
                     node = graph.containing(address)
                     return None if node is None else (int(graph.addresses[node]), graph.method_table(node))
@@ -238,7 +239,7 @@ class RuntimeMemory:
 
             from ..graph.index import Note
 
-            where = self.session.__dict__.get("_graph_index_path")
+            where = self.session._graph_index_path
             if where is None:
                 return None
             folders = hashlib.sha256("\0".join(self.session.assemblies).encode()).hexdigest()[:16]
@@ -362,7 +363,7 @@ class RuntimeMemory:
         be read (a sentence): through the contract descriptor (.NET 9+), else at formats/thread-state.toml's Thread
         layout for the version, used only once the heap's managed Thread objects fit it (each native Thread they
         point at holds their managed id and a handle to them).  Found once."""
-        if "_runtime_threads" not in self.__dict__:
+        if self._runtime_threads is UNSET:
             from ..runtime.threadstore import layout_for, managed_threads, threads_by_layout
 
             version = self.runtime.version_tuple
@@ -407,12 +408,12 @@ class RuntimeMemory:
     def stack_walker(self) -> Any:
         """The runtime's stack walker (:mod:`clrlayout.runtime.threadstacks`), or why there is none (a sentence).
         Made once."""
-        if "_walker" not in self.__dict__:
+        if self._walker is UNSET:
             from ..runtime.threadstacks import walker_for
 
             self.runtime_threads()  # before .NET 9 it finds the table of DAC globals the walker's globals are in
             self._walker = walker_for(self.dump, self._statics_contract(), self.runtime.version_tuple,
-                                      self.names.images.file, self.__dict__.get("_dac_table"))
+                                      self.names.images.file, self._dac_table)
         return self._walker
 
     def _precise_stacks(self):
@@ -421,7 +422,7 @@ class RuntimeMemory:
         (every stack is then scanned conservatively).  Not while the dump's reads are recorded for ``trim`` before
         .NET 9: the thread list is found there by searching the runtime's data and the native heap, and a trimmed
         (or redacted) copy keeps what was read as it was."""
-        if "_precise" not in self.__dict__:
+        if self._precise is UNSET:
             from ..runtime.threadstacks import precise_stacks
 
             if getattr(self.dump.memory, "log", None) is not None and self._statics_contract() is None:

@@ -91,7 +91,7 @@ class TypeSystem:
     def _learn_heap_types(self) -> None:
         """Walks the heap once (unless a walk did) to learn every MethodTable its objects have; what that walk
         finds is not reported (the command's own walk reports it)."""
-        if self.heap.exact and not getattr(self, "_walked_types", False):
+        if self.heap.exact and not self._walked_types:
             from ..heap.fastwalk import FastWalker, HeapSteps
 
             self._walked_types = True

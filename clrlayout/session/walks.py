@@ -91,14 +91,14 @@ class Walks:
         the exactly walked heap does).  The first call walks only the segment that holds it, from its start; a
         second one makes an index of every object's start (one walk of the heap), and every call after it is a
         binary search in that index."""
-        if "_object_starts" in self.__dict__:
+        if self._object_starts is not None:
             return self._indexed_object(address)
         from ..heap.fastwalk import FastWalker, HeapSteps
 
         self.require_exact("finding an object")
         self.string_method_table()
         h = self.profile.object.header_size
-        if self.__dict__.get("_looked_up"):
+        if self._looked_up:
             return self._indexed_object(address)
         self._looked_up = True
         seg = self.heap.segment_at(address + h) or self.heap.segment_at(address)
@@ -118,7 +118,7 @@ class Walks:
     def _indexed_object(self, address: int) -> WalkedObject | None:
         """:meth:`object_at` through the index of every object's first byte (header), aligned size, MethodTable,
         count and segment, made by one walk of the heap the first time (about 33 bytes an object)."""
-        if "_object_starts" not in self.__dict__:
+        if self._object_starts is None:
             h = self.profile.object.header_size
             segments = {id(seg): i for i, seg in enumerate(self.heap.segments)}
             parts: list[list] = [[], [], [], [], []]

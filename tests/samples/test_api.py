@@ -180,3 +180,29 @@ def test_info_neither_walks_the_heap_nor_adds_warnings(monkeypatch):
         types = described.types
         assert types["method_tables"] > 10 and types["named"] + types["unnamed"] == types["method_tables"]
         assert dump.warnings == before
+
+
+def test_every_cache_of_the_engine_is_a_declared_field():
+    """The session keeps what it finds in declared fields (issue 47, item 2), never attributes made on the fly:
+    after the walks, the graph, the statics, the threads, the stack walker and the native heap, every attribute it
+    holds is one of its dataclass fields."""
+    import dataclasses
+
+    from clrlayout.session.core import Session
+
+    path = str(SAMPLES / "graph.coreclr-10.0.0.linux-x64.core")
+    with clrlayout.open(path, index=False) as dump:
+        heap = dump.runtime.heap
+        first = next(iter(heap.objects()))
+        heap.object_at(first.address)
+        heap.object_at(first.address)  # the second makes the index of every object's start
+        assert heap.is_live(first) in (True, False)
+        dump.runtime.threads()
+        dump.native_heap_if_any()
+        dump.describe()
+        session = dump._session
+        session.statics().arrays()
+        session.stack_walker()
+        declared = {f.name for f in dataclasses.fields(Session)}
+        assert set(vars(session)) - declared == set()
+        assert session._heap_graph is not None and session._object_starts is not None
