@@ -61,15 +61,15 @@ def test_object_at_by_its_index_is_the_walks(capsys):
         objects = [(o.address, o.aligned_size, o.method_table, o.size, o.count) for o in s.iter_objects()]
     with open_session(str(GRAPH)) as walked, open_session(str(GRAPH)) as indexed:
         indexed.object_at(objects[0][0])
-        assert "_object_starts" not in indexed.__dict__
+        assert indexed._object_starts is None
         for address, aligned, mt, size, count in objects[::7]:
             for at in (address - h, address + aligned // 2, address - h + aligned - 1):
-                walked.__dict__.pop("_looked_up", None)  # each time the segment's walk
+                walked._looked_up = False  # each time the segment's walk
                 a, b = walked.object_at(at), indexed.object_at(at)
                 assert (a.address, a.method_table, a.size, a.aligned_size, a.count, a.segment) == \
                     (b.address, b.method_table, b.size, b.aligned_size, b.count, b.segment) == \
                     (address, mt, size, aligned, count, a.segment)
-        assert "_object_starts" in indexed.__dict__
+        assert indexed._object_starts is not None
         assert indexed.object_at(0x10) is None and indexed.object_at(objects[-1][0] + (1 << 20)) is None and indexed.object_at(1 << 70) is None
 
 
