@@ -10,10 +10,13 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .channel import Channel as _Channel
 from .channel import reap as _reap
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 MIN_HEAP_BYTES = 64 << 20  # heap bytes per process: below this another process costs more than it saves
 MAX_JOBS = 64  # processes at most (the claim table holds one byte per window: the process that claimed it)
@@ -31,7 +34,7 @@ class StepOutput:
     extra: object = None
 
 
-def can_share(analysis, jobs: int | None, writes: bool = True) -> int:
+def can_share(analysis: Session, jobs: int | None, writes: bool = True) -> int:
     """How many processes walk the heap: ``jobs`` if asked for, else by default one per core available
     and per MIN_HEAP_BYTES of heap (1: this process alone).  More than one needs fork, the exact heap walk
     and, for output, a real stdout (not a test's capture)."""
@@ -76,7 +79,7 @@ def write_out(data) -> None:
             raise OutputError(f"cannot write the output: {e.strerror or e}") from None
 
 
-def run_steps(analysis, render: Callable, *, share: int = 1, progress=None,
+def run_steps(analysis: Session, render: Callable, *, share: int = 1, progress=None,
               on_found: Callable[[int], None] = lambda n: None,
               absorb: Callable[[Any], None] = lambda extra: None) -> tuple[int, int, int]:
     """Every step of the heap walk: ``render(window) -> StepOutput`` (its strings' findings go to
@@ -153,7 +156,7 @@ def _walk(steps, cursor):
     return win, found, nxt, walked[0]
 
 
-def _render(analysis, render, win, found) -> StepOutput:
+def _render(analysis: Session, render, win, found) -> StepOutput:
     """Render one step's window; its strings' findings go to ``found`` (after the walk's)."""
     if win is None:
         return StepOutput()
@@ -165,13 +168,13 @@ def _render(analysis, render, win, found) -> StepOutput:
         analysis.findings = saved
 
 
-def _step(analysis, steps, render, cursor) -> _Result:
+def _step(analysis: Session, steps, render, cursor) -> _Result:
     win, found, nxt, walked = _walk(steps, cursor)
     out = _render(analysis, render, win, found)
     return _Result(cursor, nxt, out, found.items, found.count, found.kinds, walked)
 
 
-def _speculate(analysis, steps, render, key, after: _Result | None = None) -> _Result | None:
+def _speculate(analysis: Session, steps, render, key, after: _Result | None = None) -> _Result | None:
     """Window ``key`` walked from where this process's walk of the window before it (``after``) ended, or
     else from a guess of where the chain enters it (None: no guess)."""
     cursor = after.nxt if after is not None else None
@@ -208,7 +211,7 @@ class _Merger:
         return tuple(self.sums)
 
 
-def _alone(analysis, steps, render, merger: _Merger, cursor) -> None:
+def _alone(analysis: Session, steps, render, merger: _Merger, cursor) -> None:
     """The steps from ``cursor`` to the end, in this process."""
     while cursor is not None:
         r = _step(analysis, steps, render, cursor)
@@ -359,7 +362,7 @@ class _Parent:
             self.channels[who].send(kind, idx)
 
 
-def _child(analysis, steps, render, channel: _Channel, plan: list, claims, who: int) -> None:
+def _child(analysis: Session, steps, render, channel: _Channel, plan: list, claims, who: int) -> None:
     """Claims the next unclaimed windows (BLOCK of them), walks each from a guess or from where its walk
     of the one before ended, and sends the results to the parent, until none is left.  Its output is written when the
     parent gives the turn (T) or dropped (X); between

@@ -231,7 +231,7 @@ class RuntimeMemory:
         """A note kept beside the dump's index (:class:`~clrlayout.graph.index.Note`) once the session has one:
         none before its heap graph is loaded or written."""
 
-        def __init__(self, session, name: str):
+        def __init__(self, session: RuntimeMemory, name: str):
             self.session, self.name = session, name
 
         def _note(self):

@@ -205,7 +205,7 @@ def _string_findings(findings: Findings, batch) -> None:
                          f"header padding DWORD is {int(batch.header_padding[i]):#x}, not 0")
 
 
-def _reference_batches(session):
+def _reference_batches(session: Walks):
     """Batches from the per-object reference walker (heap/walk.py) instead of the vectorised one."""
     from ..objects.batches import batch_from_objects
 
@@ -223,7 +223,7 @@ def _reference_batches(session):
         yield batch_from_objects(session.profile, chunk)
 
 
-def _scan_batches(session):
+def _scan_batches(session: Walks):
     """Batches from the checked object scan (one read per string, fields decoded per batch)."""
     from ..objects.batches import batch_from_addresses
 

@@ -18,7 +18,7 @@ from .. import __version__
 from ..errors import OutputError, TruncatedDump
 from ..graph.roots import ROOT_KINDS
 from ..limits import DEFAULT_LIMITS, Limits
-from ..session import open_session
+from ..session import Session, open_session
 from .ranges import PAGE, pages
 
 
@@ -94,7 +94,7 @@ def needed_ranges(path: str, mt: int | None = None, profile: str | None = None,
         return pages(log.ranges), count, None, None
 
 
-def _read_types(a, values: bool = True) -> None:
+def _read_types(a: Session, values: bool = True) -> None:
     """Read what `type`, `object` and `dump --layout` of any object need: each object's bytes, its type's
     name (the DAC's and reflection's) and layout, an array's element type, and every type they lead to; where each
     type's statics are, and (``values``: not for a redacted copy) their values."""
@@ -121,7 +121,7 @@ def _read_types(a, values: bool = True) -> None:
     a.gc_handle_tables()
 
 
-def _read_graph(a) -> None:
+def _read_graph(a: Session) -> None:
     """Read what the object graph reads: each type's GC description (below its MethodTable), the handle
     tables, the finalization queue (the thread stacks are kept anyway); a root kind the dump does not hold
     is left out."""

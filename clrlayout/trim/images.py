@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .ranges import PAGE
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 #: a metadata root's signature (ECMA-335 II.24.2.1), the most stream headers read after it, the streams kept whole
 METADATA_SIGNATURE = b"BSJB"
@@ -152,7 +156,7 @@ def _header_length(head: bytes) -> int:
     return min(len(head), lfanew + 24 + optional + 40 * sections)
 
 
-def image_parts(session, starts: np.ndarray, ends: np.ndarray):
+def image_parts(session: Session, starts: np.ndarray, ends: np.ndarray):
     """(cut, keep, held) for the managed images in the recorded memory [starts, ends): ``cut`` the image bytes no
     answer needs (each image's first page past its headers; of an image naming read, all of it; every metadata
     block), ``keep`` what naming reads of them, ``held`` the ranges whose pages stay in the dump (as zeros where not

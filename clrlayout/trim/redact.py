@@ -14,11 +14,15 @@ notes and streams are redacted by the writers (trim/elf.py, trim/minidump.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..heap.fastwalk import TAIL
 from .images import image_parts
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 
 @dataclass
@@ -121,7 +125,7 @@ def _subtract(starts, ends, cut_starts, cut_ends):
 FREE_LENGTH = 4
 
 
-def heap_structure(session, keep_types: set[int]):
+def heap_structure(session: Session, keep_types: set[int]):
     """(starts, ends) of the heap's bytes that are structure (header words, MethodTables, lengths, reference
     slots; whole objects of the MethodTables ``keep_types``), and the report of what the rest is."""
     from ..graph.references import GcDescs, window_references
@@ -183,7 +187,7 @@ def heap_structure(session, keep_types: set[int]):
     return s, e, report
 
 
-def _count(session, report, table, inverse, zeroed, kept, info) -> None:
+def _count(session: Session, report, table, inverse, zeroed, kept, info) -> None:
     """The report's rows: each type's objects redacted and the bytes of them zeroed (all but the structure)."""
     redacted = ~kept
     n = np.bincount(inverse[redacted], minlength=len(table))
@@ -199,7 +203,7 @@ def _count(session, report, table, inverse, zeroed, kept, info) -> None:
         report.bytes += int(total[i])
 
 
-def plan(session, recorded, keep_type_names=(), keep_stacks: bool = False):
+def plan(session: Session, recorded, keep_type_names=(), keep_stacks: bool = False):
     """(Keep, RedactReport): the bytes of target memory the redacted dump holds as they are."""
     from ..errors import UsageError
     from ..graph.roots import thread_stacks
