@@ -261,15 +261,6 @@ EXIT_CODES = ("Exit codes: 0 ok; 1 an answer not exact and complete under --stri
               "clrlayout.")
 
 
-def _csv_field(value: str) -> str:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="").writerow([value])
-    return buf.getvalue()
-
-
 def _print_object_layout(dump, obj, heap_name: str, fmt: str, full: bool, lay=None) -> None:
     from ..model.layouts import object_layout, runtime_label, type_problems
     from ..present.jsonout import object_record
