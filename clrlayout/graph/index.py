@@ -95,10 +95,26 @@ def _read_arrays(where: Path, spec: dict, allowed: dict) -> dict[str, np.ndarray
         if str(a.dtype) not in dtypes or str(a.dtype) != spec[name]["dtype"] or list(a.shape) != spec[name]["shape"] \
                 or a.ndim != 1:
             raise ValueError(f"{name}: not the array the manifest says")
-        if _crc(a) != spec[name]["crc32"]:
-            raise ValueError(f"{name}: its bytes changed (CRC-32)")
         arrays[name] = a
+    for name, crc in zip(arrays, _crcs(list(arrays.values()))):
+        if crc != spec[name]["crc32"]:
+            raise ValueError(f"{name}: its bytes changed (CRC-32)")
     return arrays
+
+
+def _crcs(arrays: list[np.ndarray]) -> list[int]:
+    """The CRC-32 of each array, two at a time when they are big (zlib lets go of the GIL while it sums: on two
+    cores the index of a 10 M-object heap is checked in about half the time)."""
+    if sum(a.nbytes for a in arrays) < _PARALLEL_BYTES or len(arrays) < 2:
+        return [_crc(a) for a in arrays]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(_crc, arrays))
+
+
+#: arrays of at least this many bytes in all are summed by two threads
+_PARALLEL_BYTES = 32 << 20
 
 
 def _crc(array: np.ndarray) -> int:
