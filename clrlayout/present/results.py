@@ -69,21 +69,14 @@ def _csv_cell(value: Any) -> Any:
 
 
 def _csv(result: Result) -> Iterable[str]:
-    def lines() -> Iterable[str]:
+    def line(cells: Iterable[Any]) -> str:
         buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="")
-        for row in [dict(zip(result.columns, result.columns))] if result.columns else []:
-            writer.writerow(row.values())
-            yield buf.getvalue()
-            buf.seek(0)
-            buf.truncate()
-        for row in result.rows or ():
-            writer.writerow([_csv_cell(row.get(c)) for c in result.columns])
-            yield buf.getvalue()
-            buf.seek(0)
-            buf.truncate()
+        csv.writer(buf, lineterminator="").writerow(cells)
+        return buf.getvalue()
 
-    return lines()
+    yield line(result.columns)
+    for row in result.rows or ():
+        yield line(_csv_cell(row.get(c)) for c in result.columns)
 
 
 RENDERERS: dict[str, Callable[[Result], Iterable[str]]] = {"table": _table, "json": _json, "jsonl": _jsonl,
