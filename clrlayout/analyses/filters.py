@@ -81,11 +81,20 @@ class ObjectFilter:
     live_addresses: object = None
     live: bool | None = None
     free_method_tables: frozenset = frozenset()
+    #: what names the live selection (its roots, live or dead, frozen objects or not): totals of it alone are
+    #: kept in the dump's index under this name (None: not kept)
+    live_key: str | None = None
 
     @property
     def active(self) -> bool:
         return any(v is not None for v in (self.address_range, self.min_size, self.max_size, self.heaps,
                                            self.method_table, self.live))
+
+    @property
+    def only_live(self) -> bool:
+        """Whether only ``--live``/``--dead`` selects (the selection the dump's index can keep totals of)."""
+        return self.live is not None and all(v is None for v in (
+            self.address_range, self.min_size, self.max_size, self.heaps, self.method_table))
 
     def mask(self, win, sizes):
         """Which objects of a window (:class:`~clrlayout.heap.fastwalk.WindowObjects`) pass, given their SOS

@@ -9,12 +9,14 @@ import numpy as np
 
 from ..util.allocator import release_freed
 from .build import HeapGraph, node_type
-from .dominators import releasing_dominator_tree, retained_sizes, reverse_graph, top_of_kind
+from .dominators import largest, releasing_dominator_tree, retained_sizes, reverse_graph, top_of_kind
 from .reach import breadth_first, levels
 from .roots import Roots
 
 #: nodes summed (packed, unpacked) at a time
 _CHUNK = 1 << 20
+#: the largest retainers kept with the dominator tree (``retained --top``, the report's suspects ask for fewer)
+LARGEST_KEPT = 4096
 
 
 def pack_addresses(addresses: np.ndarray):
@@ -54,7 +56,6 @@ class ObjectGraph:
         self.kinds = kinds
         #: the graph is this object's alone: its references may be freed (:meth:`dominators`)
         self.exclusive = exclusive
-        n = graph.count
         dep = [(graph.node(p), graph.node(s)) for p, s in roots.dependent]
         dep = sorted((p, s) for p, s in dep if p is not None and s is not None)
         self.dependent = set(dep)
@@ -62,7 +63,7 @@ class ObjectGraph:
         self.allocators = {mt: node for mt, a in (allocators or {}).items() if (node := graph.node(a)) is not None}
         # the heap's references, then the edges no slot holds: a dependent handle's secondary as one more of its
         # primary's, a collectible type's LoaderAllocator as one more of each of its objects'
-        self.indptr, self.indices = graph.indptr, graph.indices
+        self._indptr, self._indices = graph.indptr, graph.indices
         src, dst = [np.array([p for p, _ in dep], dtype=np.int64)], [np.array([s for _, s in dep], dtype=np.int64)]
         by_kind = np.full(len(graph.types), -1, dtype=np.int64)  # kind -> its LoaderAllocator's node
         for mt, node in self.allocators.items():
@@ -79,18 +80,49 @@ class ObjectGraph:
             self.root_nodes, [len(self.root_nodes)], src, dst))).hexdigest()[:32]
         #: where the layers computed from this graph are kept (:class:`~.index.Layers`; None: nowhere)
         self.layers = None
-        if len(src):
-            order = np.argsort(src, kind="stable")
-            src, dst = src[order], dst[order]
-            self.indices = np.insert(graph.indices, graph.indptr[src + 1], dst.astype(graph.indices.dtype))
-            indptr = graph.indptr + np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
-            self.indptr = indptr.astype(node_type(len(self.indices)))
-            if exclusive:  # the graph's own copy is not needed: one copy of the references, not two
-                graph.indptr, graph.indices = self.indptr, self.indices
+        #: the references with the added edges: made when first asked for (a command that its index's layers
+        #: answer never copies the heap's references)
+        self._added = (src, dst) if len(src) else None
+        self.edge_count = len(graph.indices) + len(src)
         self._parent = None
+        self._largest = None
         self._dominators = None
         self._reverse = None
         self._top = None
+
+    @property
+    def indptr(self) -> np.ndarray:
+        """The row bounds of :attr:`indices` (CSR), the added edges included."""
+        self._add_edges()
+        return self._indptr
+
+    @indptr.setter
+    def indptr(self, value) -> None:
+        self._indptr = value
+
+    @property
+    def indices(self) -> np.ndarray:
+        """The targets of each node's references in slot order, then the edges no slot holds."""
+        self._add_edges()
+        return self._indices
+
+    @indices.setter
+    def indices(self, value) -> None:
+        self._indices = value
+
+    def _add_edges(self) -> None:
+        if self._added is None:
+            return
+        src, dst = self._added
+        self._added = None
+        graph = self.graph
+        order = np.argsort(src, kind="stable")
+        src, dst = src[order], dst[order]
+        self._indices = np.insert(graph.indices, graph.indptr[src + 1], dst.astype(graph.indices.dtype))
+        indptr = graph.indptr + np.concatenate([[0], np.cumsum(np.bincount(src, minlength=graph.count))])
+        self._indptr = indptr.astype(node_type(len(self._indices)))
+        if self.exclusive:  # the graph's own copy is not needed: one copy of the references, not two
+            graph.indptr, graph.indices = self._indptr, self._indices
 
     def unslotted(self, src: int, dst: int) -> list[str]:
         """What makes ``src`` reference ``dst`` besides its slots: ``(dependent handle)``, ``(loader allocator)``."""
@@ -171,7 +203,7 @@ class ObjectGraph:
         them -- the object then answers about roots, liveness, dominators and types, no longer about references."""
         if self._dominators is None and (kept := self._layer("dominators")) is not None:
             self._dominators = (kept["idom"], kept["retained"], kept["count"])
-            self._top = kept["top"]
+            self._top, self._largest = kept["top"], kept["largest"]
         if self._dominators is None:
             release = release and self.exclusive and self._parent is None
             edges = [self.indptr, self.indices]
@@ -190,8 +222,22 @@ class ObjectGraph:
             retained, count = retained_sizes(idom, order, self.graph.aligned)
             self._dominators = (idom, retained, count)
             if self.layers is not None:
-                self._keep("dominators", idom=idom, retained=retained, count=count, top=self.tops)
+                self._keep("dominators", idom=idom, retained=retained, count=count, top=self.tops,
+                           largest=self._largest_kept())
         return self._dominators
+
+    def largest_retainers(self, top: int) -> list[int]:
+        """The live nodes that retain the most, largest first (the lowest node first among equals): the first
+        ``top`` of them.  The first :data:`LARGEST_KEPT` are found once and kept in the dominators' layer."""
+        _, retained, _ = self.dominators()
+        live = self.live
+        nodes = self._largest_kept() if top <= LARGEST_KEPT else np.array(largest(retained, top), dtype=np.int64)
+        return [node for node in nodes[:top].tolist() if live[node]]
+
+    def _largest_kept(self) -> np.ndarray:
+        if self._largest is None:
+            self._largest = np.array(largest(self.dominators()[1], LARGEST_KEPT), dtype=np.int64)
+        return self._largest
 
     @property
     def tops(self) -> np.ndarray:

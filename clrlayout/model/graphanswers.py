@@ -111,7 +111,6 @@ def retained_record(dump: Dump, kinds: tuple[str, ...], top: int) -> tuple[dict[
     import numpy as np
 
     from ..util.allocator import release_freed
-    from .heap import largest
     from .native import retained_native_of
 
     session = dump._session
@@ -119,7 +118,7 @@ def retained_record(dump: Dump, kinds: tuple[str, ...], top: int) -> tuple[dict[
     g = og.graph
     _, retained_bytes, retained_count = og.dominators(release=True)
     live = og.live
-    top_nodes = [node for node in largest(retained_bytes, top) if live[node]]
+    top_nodes = og.largest_retainers(top)
     biggest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
                 int(retained_count[node]), node) for node in top_nodes]
     by_type = og.by_type()

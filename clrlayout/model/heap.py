@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..graph.dominators import largest
 from ..graph.roots import ROOT_KINDS, Root
 from ..heap.segments import HEAP_CODES
 from .types import ClrType
@@ -27,8 +26,7 @@ if TYPE_CHECKING:
     from .methods import MethodNamer
 
 
-__all__ = ["HEAP_CODES", "ROOT_KINDS", "Graph", "Heap", "HeapObject", "Retained", "RootPath", "TypeRetained",
-           "largest"]
+__all__ = ["HEAP_CODES", "ROOT_KINDS", "Graph", "Heap", "HeapObject", "Retained", "RootPath", "TypeRetained"]
 
 
 @dataclass
@@ -449,9 +447,8 @@ class Graph:
         graph = self._rooted()
         _, size, count = graph.dominators()
         if by == "object":
-            live = graph.live
             return [Retained(self._heap._node_object(graph, node), int(size[node]), int(count[node]))
-                    for node in largest(size, n) if live[node]]
+                    for node in graph.largest_retainers(n)]
         if by != "type":
             raise ValueError(f"by={by!r}: 'object' or 'type'")
         rows = [(self._heap.type_of(mt), c, s, r) for mt, (c, s, r) in graph.by_type().items()]

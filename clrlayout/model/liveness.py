@@ -43,6 +43,7 @@ def select_live(dump: Dump, selected: Any, live: bool, kinds: tuple[str, ...],
     live_addresses = graph.graph.addresses[keep]
     if hasattr(selected, "free_method_tables"):
         free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
+        key = f"{graph.roots_key}-{'live' if live else 'dead'}{'-frozen' if with_frozen else ''}"
         return dataclasses.replace(selected, live_addresses=live_addresses, live=live,
-                                   free_method_tables=free), unreached
+                                   free_method_tables=free, live_key=key), unreached
     return dataclasses.replace(selected, live_addresses=live_addresses, live=live), unreached

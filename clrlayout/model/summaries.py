@@ -4,6 +4,7 @@ commands, ``diff`` and ``fleet``): the heap's totals per MethodTable, and where 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..analyses.typestats import top_rows
@@ -27,6 +28,10 @@ def type_totals(session: Session, selected: ObjectFilter | None = None, jobs: in
     from .. import parallel
     from ..analyses.typestats import TypeStats
 
+    note = _live_totals_note(session, selected)
+    kept = note.load() if note is not None else None
+    if kept is not None:
+        return TypeStats(totals={int(mt): list(row) for mt, row in kept["totals"]}, seen=set(kept["seen"]))
     result = TypeStats()
 
     def collect(win: Any) -> parallel.StepOutput:
@@ -36,7 +41,21 @@ def type_totals(session: Session, selected: ObjectFilter | None = None, jobs: in
 
     parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
                        progress=progress, on_found=on_found, absorb=result.merge)
+    if note is not None:
+        note.save({"totals": sorted(result.totals.items()), "seen": sorted(result.seen)})
     return result
+
+
+def _live_totals_note(session: Session, selected: ObjectFilter | None) -> Any:
+    """Where the dump's index keeps the totals of a ``--live``/``--dead`` selection and nothing else (the walk's
+    answer for those roots, as MAT keeps its per-class histogram): None for any other selection, or without an
+    index."""
+    where = session._graph_index_path
+    if not isinstance(where, Path) or selected is None or not selected.only_live or not selected.live_key:
+        return None
+    from ..graph.index import Note
+
+    return Note(where, f"typestats-{selected.live_key}", session.warnings.append)
 
 
 def memory_map(session: Session, jobs: int | None = None, progress: Progress | None = None,

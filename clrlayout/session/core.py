@@ -76,6 +76,13 @@ class Session(Describe, TypeSystem, Walks, RuntimeMemory):
     index_status: str | None = field(default=None, repr=False)
     #: where the statics live (:class:`~clrlayout.graph.statics.Statics`)
     _statics: object = field(default=None, repr=False)
+    #: the names of the statics' slots found (None: not looked in the index's note yet), and whether some were
+    #: found since it was read
+    _static_names: dict | None = field(default=None, repr=False)
+    _static_names_new: bool = field(default=False, repr=False)
+    #: the types' names found, kept the same way (None: not looked in the note yet)
+    _type_names: dict | None = field(default=None, repr=False)
+    _type_names_new: bool = field(default=False, repr=False)
     #: the runtime's threads (or why not), the runtime's table of DAC globals, the stack walker (or why not), the
     #: precise stack references (None: none), glibc's heap (None: none)
     _runtime_threads: object = field(default=UNSET, repr=False)
@@ -85,6 +92,7 @@ class Session(Describe, TypeSystem, Walks, RuntimeMemory):
     _native_heap: object = field(default=UNSET, repr=False)
 
     def close(self) -> None:
+        self.keep_notes()
         if self._names is not None:
             self._names.images.close()
         self.dump.close()

@@ -101,7 +101,7 @@ class RuntimeMemory:
             if where is not None:  # what is computed from it kept beside the graph's index (graph.index.Layers)
                 from ..graph.index import Layers
 
-                og.layers = Layers(where, og.roots_key, og.graph.count, len(og.indices), self.warnings.append)
+                og.layers = Layers(where, og.roots_key, og.graph.count, og.edge_count, self.warnings.append)
             cache[key] = og
         if exclusive:  # the graph is the caller's alone: the session forgets it (a later call builds it again)
             self._heap_graph = None
@@ -249,9 +249,9 @@ class RuntimeMemory:
             note = self._note()
             return note.load() if note is not None else None
 
-        def save(self, value) -> bool:
+        def save(self, value, replace: bool = False) -> bool:
             note = self._note()
-            return note.save(value) if note is not None else False
+            return note.save(value, replace) if note is not None else False
 
     def reference_fields(self, og, src: int, dst: int) -> list[str]:
         """How node ``src`` of the object graph ``og`` references node ``dst``: the name of each of its slots that
@@ -298,7 +298,29 @@ class RuntimeMemory:
 
     def _static_name(self, slot: int, array=None) -> str | None:
         """``Type.Field (static)`` when the slot of an object[] is a static field's (the runtime's statics arrays);
-        ``array``: (start, MethodTable, length) of the array, when known."""
+        ``array``: (start, MethodTable, length) of the array, when known.  Each slot is named once per dump: the
+        names found are kept in a note of the dump's index (naming lays out the types whose statics share the
+        array, which reads their modules' metadata) and saved by :meth:`keep_notes`."""
+        if self._static_names is None:
+            self._static_names = {}
+            kept = self._IndexNote(self, "static-names").load()
+            if isinstance(kept, dict):
+                self._static_names = {int(k): v for k, v in kept.items() if v is None or isinstance(v, str)}
+        if slot not in self._static_names:
+            self._static_names[slot] = self._static_name_of(slot, array)
+            self._static_names_new = True
+        return self._static_names[slot]
+
+    def keep_notes(self) -> None:
+        """What was named since the index's notes were read (the statics' slots, the types), written to them with
+        what they held (when the session closes)."""
+        for name, values, new in (("static-names", self._static_names, self._static_names_new),
+                                  ("type-names", self._type_names, self._type_names_new)):
+            if new and values:
+                self._IndexNote(self, name).save({str(k): v for k, v in sorted(values.items())}, replace=True)
+        self._static_names_new = self._type_names_new = False
+
+    def _static_name_of(self, slot: int, array=None) -> str | None:
         statics = self.statics()
         found = statics.slot(slot, array)
         if found is not None:

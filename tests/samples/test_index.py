@@ -173,18 +173,23 @@ def test_the_manifest_says_what_each_file_holds(dump, tmp_path, capsys):
         assert (str(a.dtype), list(a.shape)) == (spec["dtype"], spec["shape"])
 
 
-def _no_computation(monkeypatch):
+def _no_computation(monkeypatch, names: bool = False):
     """What the layers and notes keep may not be computed again: the reversed graph, the breadth-first tree, the
-    dominator tree and its per-type sums, the native owners, the statics' bases."""
+    dominator tree and its per-type sums, the native owners, the statics' bases (``names``: and the names of the
+    statics' slots, and the heap walk of ``stats --live``/``--dead``, which the commands that answered before
+    kept)."""
+    from clrlayout import parallel
     from clrlayout.graph import objectgraph, statics
     from clrlayout.model import native
+    from clrlayout.session.memory import RuntimeMemory
 
     def refuse(*args, **kwargs):
         raise AssertionError("computed again: the index's layer was not used")
 
     for module, name in ((objectgraph, "releasing_dominator_tree"), (objectgraph, "reverse_graph"),
                          (objectgraph, "breadth_first"), (objectgraph, "top_of_kind"), (native, "native_heap_of"),
-                         (statics.Statics, "all_types"), (statics.Statics, "_search")):
+                         (statics.Statics, "all_types"), (statics.Statics, "_search"),
+                         *([(RuntimeMemory, "_static_name_of"), (parallel, "run_steps")] if names else [])):
         monkeypatch.setattr(module, name, refuse)
 
 
@@ -201,10 +206,11 @@ def test_the_layers_answer_as_the_computation_does(dump, tmp_path, capsys, monke
     where = tmp_path / "index"
     assert _answers(capsys, dump, "--index", str(where)) == walked
     names = {p.name.split("-")[1] for p in _layers(where)}
-    assert names == {"reverse", "parent", "dominators", "types", "native", "statics"}
+    # the statics' bases, the names of their slots and of the types, the totals of --live and of --dead
+    assert names == {"reverse", "parent", "dominators", "types", "native", "statics", "static", "type", "typestats"}
     assert len({p.name.rsplit("-", 1)[1] for p in _layers(where) if p.name.startswith("layer-")}) == 1  # one root set
     with monkeypatch.context() as m:
-        _no_computation(m)
+        _no_computation(m, names=True)
         _no_walk(m)
         assert _answers(capsys, dump, "--index", str(where)) == walked
     report = ["report", str(dump), "--format", "json", "-q"]  # the report reads the same layers, and is kept
@@ -226,6 +232,20 @@ def test_the_layers_answer_as_the_computation_does(dump, tmp_path, capsys, monke
     assert len({p.name.rsplit("-", 1)[1] for p in _layers(where) if p.name.startswith("layer-")}) == 2
 
 
+def test_the_names_a_command_found_are_not_read_again(dump, tmp_path, capsys, monkeypatch):
+    """The types' names the first ``retained`` read from the modules' metadata are kept in a note of the index:
+    the same command after it reads no metadata for a name, and answers byte for byte as before."""
+    from clrlayout.types.names import TypeNames
+
+    command = ["retained", str(dump), "--top", "5", "--format", "json", "-q", "--index", str(tmp_path / "index")]
+    code, first, _ = run(capsys, *command)
+    assert code == 0 and any(p.name.startswith("note-type-names-") for p in _layers(tmp_path / "index"))
+    with monkeypatch.context() as m:
+        m.setattr(TypeNames, "name", lambda *a, **k: (_ for _ in ()).throw(AssertionError("named again")))
+        assert run(capsys, *command)[1] == first
+    assert json.loads(first)["objects"][0]["type"]  # (named)
+
+
 def test_a_corrupt_layer_is_computed_again(dump, tmp_path, capsys):
     """A byte changed in any file of any layer or note: it is not used (the command says so), the answer is the
     computation's, and a good one is written in its place. One file of each layer at a time (they are
@@ -234,19 +254,19 @@ def test_a_corrupt_layer_is_computed_again(dump, tmp_path, capsys):
     where = tmp_path / "index"
     _answers(capsys, dump, "--index", str(where))
     layers = [[layer] if layer.is_file() else sorted(layer.iterdir()) for layer in _layers(where)]
-    assert sum(map(len, layers)) == sum(len(arrays) + 1 for arrays in LAYERS.values()) + 1  # and the note
+    assert sum(map(len, layers)) == sum(len(arrays) + 1 for arrays in LAYERS.values()) + 5  # and the notes
     rng = np.random.default_rng(47)
     for round_ in range(max(map(len, layers))):
         damaged = [files[round_] for files in layers if round_ < len(files)]
         for f in damaged:
             _flip(f, int(rng.integers(0, 1 << 20)))
         out, said = [], ""
-        for command in COMMANDS[:3] + COMMANDS[4:]:  # every layer: retained, roots, refs, stats --dead
+        for command in COMMANDS:  # every layer and note
             code, text, err = run(capsys, command[0], str(dump), *command[1:], "--index", str(where))
             assert code == 0, err
             out.append(text)
             said += err
-        assert out == walked[:3] + walked[4:], damaged
+        assert out == walked, damaged
         assert said.count("was not used") == len(damaged), (damaged, said)
     assert _answers(capsys, dump, "--index", str(where)) == walked
     assert "not used" not in capsys.readouterr().err  # each written good again
