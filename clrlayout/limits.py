@@ -71,6 +71,9 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
+#: characters of a referenced string shown in a reference's value
+REFERENCED_CHARS = 40
+
 
 def limits_from_env(text: str | None = None) -> Limits:
     """DEFAULT_LIMITS with overrides from ``CLRLAYOUT_LIMITS`` (``name=value,name=value``; values may

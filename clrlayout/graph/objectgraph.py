@@ -229,10 +229,9 @@ class ObjectGraph:
     def largest_retainers(self, top: int) -> list[int]:
         """The live nodes that retain the most, largest first (the lowest node first among equals): the first
         ``top`` of them.  The first :data:`LARGEST_KEPT` are found once and kept in the dominators' layer."""
-        _, retained, _ = self.dominators()
-        live = self.live
+        idom, retained, _ = self.dominators()
         nodes = self._largest_kept() if top <= LARGEST_KEPT else np.array(largest(retained, top), dtype=np.int64)
-        return [node for node in nodes[:top].tolist() if live[node]]
+        return [node for node in nodes[:top].tolist() if idom[node] >= 0]  # (live: the dominator tree reaches it)
 
     def _largest_kept(self) -> np.ndarray:
         if self._largest is None:

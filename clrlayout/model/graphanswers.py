@@ -108,7 +108,6 @@ def retained_record(dump: Dump, kinds: tuple[str, ...], top: int) -> tuple[dict[
     Returns:
         The record, and whether it has native bytes (a dump with a native heap).
     """
-    import numpy as np
 
     from ..util.allocator import release_freed
     from .native import retained_native_of
@@ -117,16 +116,15 @@ def retained_record(dump: Dump, kinds: tuple[str, ...], top: int) -> tuple[dict[
     og = session.object_graph(kinds, exclusive=True)
     g = og.graph
     _, retained_bytes, retained_count = og.dominators(release=True)
-    live = og.live
     top_nodes = og.largest_retainers(top)
     biggest = [(int(g.addresses[node]), g.method_table(node), int(g.aligned[node]), int(retained_bytes[node]),
                 int(retained_count[node]), node) for node in top_nodes]
-    by_type = og.by_type()
+    by_type = og.by_type()  # the live objects by type: their sums are the live heap's
     native = retained_native_of(session, og, top_nodes)
-    totals = {"live_objects": int(live.sum()), "live_bytes": int(np.sum(g.aligned, where=live, dtype=np.int64)),
-              "roots": sorted({r.kind for r in og.roots.roots})}
+    totals = {"live_objects": sum(row[0] for row in by_type.values()),
+              "live_bytes": sum(row[1] for row in by_type.values()), "roots": sorted({r.kind for r in og.roots.roots})}
     handled = [r.object for r in og.roots.roots if r.kind.endswith("handle")]  # the statics arrays among them
-    del og, g, live, retained_bytes, retained_count  # the graph is this answer's alone: freed before naming
+    del og, g, retained_bytes, retained_count  # the graph is this answer's alone: freed before naming
     release_freed()
     statics = session.static_holders([a for a, *_ in biggest], handled)
     objects = [{**_named_at(dump, address, mt), "size": size, "retained_size": kept, "retained_count": count,

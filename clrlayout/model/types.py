@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..objects.instances import primitive_value
-
 if TYPE_CHECKING:
     from ..session import Session
     from ..types.layouts import FieldLayout, TypeLayout
@@ -55,6 +53,8 @@ class ClrField:
         if self.kind in ("reference", "pointer"):
             value = int.from_bytes(data[:pointer_size], "little")
             return None if self.kind == "reference" and value == 0 else value
+        from ..objects.instances import primitive_value  # (the value decoders: imported when a value is read)
+
         value = primitive_value(self.show, bytes(data))
         if value is None:
             return bytes(data)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ..limits import REFERENCED_CHARS
 from ..runtime.profiles import Profile
 from ..types.layouts import TypeLayout
 from .header import decode_header
@@ -19,8 +20,6 @@ from .layout import LayoutRow, ObjectLayout, quote
 
 #: elements of an array shown one per row; the rest are one row
 ARRAY_ROWS = 16
-#: characters of a referenced string shown in a reference's value
-REFERENCED_CHARS = 40
 
 PRIMITIVES = {  # element type name -> (struct format, show)
     "System.Boolean": ("B", "bool"), "System.Char": ("H", "char"), "System.SByte": ("b", "int"),

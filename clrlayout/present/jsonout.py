@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
-from ..objects.strings import StringObject
+if TYPE_CHECKING:
+    from ..objects.strings import StringObject
 
 #: what a CSV value escapes: the backslash itself, control characters (C0, DEL, C1) and lone surrogates
 _CSV_ESCAPED = re.compile("[\\\\\x00-\x1f\x7f-\x9f\ud800-\udfff]")

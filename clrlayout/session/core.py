@@ -76,13 +76,10 @@ class Session(Describe, TypeSystem, Walks, RuntimeMemory):
     index_status: str | None = field(default=None, repr=False)
     #: where the statics live (:class:`~clrlayout.graph.statics.Statics`)
     _statics: object = field(default=None, repr=False)
-    #: the names of the statics' slots found (None: not looked in the index's note yet), and whether some were
-    #: found since it was read
-    _static_names: dict | None = field(default=None, repr=False)
-    _static_names_new: bool = field(default=False, repr=False)
-    #: the types' names found, kept the same way (None: not looked in the note yet)
-    _type_names: dict | None = field(default=None, repr=False)
-    _type_names_new: bool = field(default=False, repr=False)
+    #: answers kept in notes of the dump's index, by kind (the names of the statics' slots, of the types, of the
+    #: references' slots: RuntimeMemory.kept_answers), and the kinds with answers found since they were read
+    _notes: dict = field(default_factory=dict, repr=False)
+    _notes_new: set = field(default_factory=set, repr=False)
     #: the runtime's threads (or why not), the runtime's table of DAC globals, the stack walker (or why not), the
     #: precise stack references (None: none), glibc's heap (None: none)
     _runtime_threads: object = field(default=UNSET, repr=False)

@@ -256,13 +256,26 @@ class RuntimeMemory:
     def reference_fields(self, og, src: int, dst: int) -> list[str]:
         """How node ``src`` of the object graph ``og`` references node ``dst``: the name of each of its slots that
         holds it (a field, ``[i]``, ``[i].field``), then what else makes it an edge (a dependent handle, a
-        collectible type's LoaderAllocator) by name."""
+        collectible type's LoaderAllocator) by name.  The slots' names are kept in a note of the dump's index
+        (naming them lays out the type, reading its module's metadata)."""
+        graph = og.graph
+        address = int(graph.addresses[src])
+        key = f"{address:x}-{int(graph.addresses[dst]):x}"
+        kept = self.kept_answers("slot-names")
+        if kept is not None and key in kept:
+            return kept[key] + og.unslotted(src, dst)
+        said = len(self.warnings)
+        names = self._slot_names(graph, src, dst)
+        if len(self.warnings) == said:  # (what warned is named again, and warns again)
+            self.keep_answer("slot-names", key, names)
+        return names + og.unslotted(src, dst)
+
+    def _slot_names(self, graph, src: int, dst: int) -> list[str]:
         from ..graph.slots import slot_name
 
-        graph = og.graph
         slots = [slot for slot, target in graph.reference_slots(src) if target == dst]
         if not slots:
-            return og.unslotted(src, dst)
+            return []
         address, mt = int(graph.addresses[src]), graph.method_table(src)
         record = self.mts.get(mt)
         layout = self.type_layout(mt) if self.profile.method_table is not None else None
@@ -272,7 +285,7 @@ class RuntimeMemory:
                            (record.base_size - self.profile.object.header_size) if record else 0,
                            layout.fields if layout is not None else (), element[3] if element else ())
                  for slot in slots]
-        return names + og.unslotted(src, dst)
+        return names
 
     def static_holders(self, addresses, arrays) -> dict[int, str]:
         """Object address -> ``Type.Field`` for each of ``addresses`` that a static field holds, looked for
@@ -298,27 +311,38 @@ class RuntimeMemory:
 
     def _static_name(self, slot: int, array=None) -> str | None:
         """``Type.Field (static)`` when the slot of an object[] is a static field's (the runtime's statics arrays);
-        ``array``: (start, MethodTable, length) of the array, when known.  Each slot is named once per dump: the
-        names found are kept in a note of the dump's index (naming lays out the types whose statics share the
-        array, which reads their modules' metadata) and saved by :meth:`keep_notes`."""
-        if self._static_names is None:
-            self._static_names = {}
-            kept = self._IndexNote(self, "static-names").load()
-            if isinstance(kept, dict):
-                self._static_names = {int(k): v for k, v in kept.items() if v is None or isinstance(v, str)}
-        if slot not in self._static_names:
-            self._static_names[slot] = self._static_name_of(slot, array)
-            self._static_names_new = True
-        return self._static_names[slot]
+        ``array``: (start, MethodTable, length) of the array, when known.  Each slot is named once per dump (a
+        note of its index: naming lays out the types whose statics share the array, reading their metadata)."""
+        kept = self.kept_answers("static-names")
+        if kept is not None and str(slot) in kept:
+            return kept[str(slot)]
+        name = self._static_name_of(slot, array)
+        self.keep_answer("static-names", str(slot), name)
+        return name
+
+    def kept_answers(self, kind: str) -> dict | None:
+        """The answers of one kind (a name per slot, per type, per reference...) that commands before found,
+        kept in a note of the dump's index (keys: strings); None while the session has no index."""
+        if kind not in self._notes:
+            if self._graph_index_path is None:
+                return None
+            kept = self._IndexNote(self, kind).load()
+            self._notes[kind] = kept if isinstance(kept, dict) else {}
+        return self._notes[kind]
+
+    def keep_answer(self, kind: str, key: str, value) -> None:
+        """An answer found, kept with those of its kind (written when the session closes: :meth:`keep_notes`);
+        nothing without an index."""
+        answers = self.kept_answers(kind)
+        if answers is not None:
+            answers[key] = value
+            self._notes_new.add(kind)
 
     def keep_notes(self) -> None:
-        """What was named since the index's notes were read (the statics' slots, the types), written to them with
-        what they held (when the session closes)."""
-        for name, values, new in (("static-names", self._static_names, self._static_names_new),
-                                  ("type-names", self._type_names, self._type_names_new)):
-            if new and values:
-                self._IndexNote(self, name).save({str(k): v for k, v in sorted(values.items())}, replace=True)
-        self._static_names_new = self._type_names_new = False
+        """The kinds of answers found since their notes were read, written to them with what they held."""
+        for kind in sorted(self._notes_new):
+            self._IndexNote(self, kind).save(self._notes[kind], replace=True)
+        self._notes_new.clear()
 
     def _static_name_of(self, slot: int, array=None) -> str | None:
         statics = self.statics()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import ClrLayoutError
 from ..findings import Findings
-from ..objects.instances import REFERENCED_CHARS
+from ..limits import REFERENCED_CHARS
 
 STRING_TYPE = "System.String"
 FREE_TYPE = "Free"
@@ -36,9 +36,9 @@ class TypeSystem:
     def type_name(self, method_table: int) -> str | None:
         """The name of the type of a MethodTable as the DAC prints it, from the metadata of its module
         (None: it cannot be had; never a guess)."""
-        kept = self._kept_type_names()
-        if kept is not None and method_table in kept:
-            return kept[method_table]
+        kept = self.kept_answers("type-names")  # what a command before read from the modules' metadata
+        if kept is not None and str(method_table) in kept:
+            return kept[str(method_table)]
         mt = self.mts.get(method_table)
         if mt is not None and mt.kind == "free":
             return FREE_TYPE
@@ -46,19 +46,9 @@ class TypeSystem:
         name = self.names.name(method_table) if self.profile.method_table is not None else None
         if name is None and method_table == self.mts.string_mt:
             return STRING_TYPE  # known by its shape (and by --mt) where its metadata cannot be had
-        if name is not None and kept is not None and len(self.warnings) == said:  # (what warned is named again)
-            kept[method_table] = name
-            self._type_names_new = True
+        if name is not None and len(self.warnings) == said:  # (what warned is named again, and warns again)
+            self.keep_answer("type-names", str(method_table), name)
         return name
-
-    def _kept_type_names(self) -> dict | None:
-        """The names a command before found (the note of the dump's index: naming reads the modules' metadata,
-        often from their files), once the session has an index; None before."""
-        if self._type_names is None and self._graph_index_path is not None:
-            kept = self._IndexNote(self, "type-names").load()
-            self._type_names = {int(k): v for k, v in kept.items() if isinstance(v, str)} \
-                if isinstance(kept, dict) else {}
-        return self._type_names
 
     @property
     def layouts(self):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from clrlayout.graph import build as build_module
-from clrlayout.graph.index import ARRAYS, LAYERS, GraphIndex, dump_key
+from clrlayout.graph.index import ARRAYS, LAYERS, GraphIndex, digest, dump_key
 from tests.support.cli import run
 from tests.support.samples import SAMPLES
 
@@ -170,14 +170,34 @@ def test_the_manifest_says_what_each_file_holds(dump, tmp_path, capsys):
     assert set(meta["extra"]["method_tables"]) >= set(np.load(entry / "types.npy").tolist())  # free space's too
     for name, spec in meta["arrays"].items():
         a = np.load(entry / f"{name}.npy", mmap_mode="r")
-        assert (str(a.dtype), list(a.shape)) == (spec["dtype"], spec["shape"])
+        assert (str(a.dtype), list(a.shape), spec["digest"]) == (spec["dtype"], spec["shape"], digest(a))
+        st = os.stat(entry / f"{name}.npy")
+        assert spec["file"] == [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def test_unchanged_files_are_not_read_again_to_be_checked(dump, tmp_path, capsys, monkeypatch):
+    """The arrays' files as they were written (size, inode, modification and change times) are mapped without
+    their digest: a command reads only the pages it uses. A file written again, even with the same bytes, is
+    checked in full (and, the same, used)."""
+    from clrlayout.graph import index as index_module
+
+    where = tmp_path / "index"
+    run(capsys, "index", str(dump), "--index", str(where))
+    summed = []
+    monkeypatch.setattr(index_module, "digest", lambda a: summed.append(a) or digest(a))
+    assert _index(dump, where).load() is not None and summed == []
+    (entry,) = list(where.iterdir())
+    path = entry / "aligned.npy"
+    path.write_bytes(path.read_bytes())
+    index = _index(dump, where)
+    assert index.load() is not None and index.rejected is None and len(summed) == len(ARRAYS)
 
 
 def _no_computation(monkeypatch, names: bool = False):
     """What the layers and notes keep may not be computed again: the reversed graph, the breadth-first tree, the
     dominator tree and its per-type sums, the native owners, the statics' bases (``names``: and the names of the
-    statics' slots, and the heap walk of ``stats --live``/``--dead``, which the commands that answered before
-    kept)."""
+    statics' and the references' slots, and the heap walk of ``stats --live``/``--dead``, which the commands that
+    answered before kept)."""
     from clrlayout import parallel
     from clrlayout.graph import objectgraph, statics
     from clrlayout.model import native
@@ -189,7 +209,8 @@ def _no_computation(monkeypatch, names: bool = False):
     for module, name in ((objectgraph, "releasing_dominator_tree"), (objectgraph, "reverse_graph"),
                          (objectgraph, "breadth_first"), (objectgraph, "top_of_kind"), (native, "native_heap_of"),
                          (statics.Statics, "all_types"), (statics.Statics, "_search"),
-                         *([(RuntimeMemory, "_static_name_of"), (parallel, "run_steps")] if names else [])):
+                         *([(RuntimeMemory, "_static_name_of"), (RuntimeMemory, "_slot_names"),
+                            (parallel, "run_steps")] if names else [])):
         monkeypatch.setattr(module, name, refuse)
 
 
@@ -206,8 +227,10 @@ def test_the_layers_answer_as_the_computation_does(dump, tmp_path, capsys, monke
     where = tmp_path / "index"
     assert _answers(capsys, dump, "--index", str(where)) == walked
     names = {p.name.split("-")[1] for p in _layers(where)}
-    # the statics' bases, the names of their slots and of the types, the totals of --live and of --dead
-    assert names == {"reverse", "parent", "dominators", "types", "native", "statics", "static", "type", "typestats"}
+    # the statics' bases, the names of their slots, of the types and of the references' slots, the totals of --live
+    # and of --dead
+    assert names == {"reverse", "parent", "dominators", "types", "native", "statics", "static", "type", "slot",
+                     "typestats"}
     assert len({p.name.rsplit("-", 1)[1] for p in _layers(where) if p.name.startswith("layer-")}) == 1  # one root set
     with monkeypatch.context() as m:
         _no_computation(m, names=True)
@@ -254,7 +277,7 @@ def test_a_corrupt_layer_is_computed_again(dump, tmp_path, capsys):
     where = tmp_path / "index"
     _answers(capsys, dump, "--index", str(where))
     layers = [[layer] if layer.is_file() else sorted(layer.iterdir()) for layer in _layers(where)]
-    assert sum(map(len, layers)) == sum(len(arrays) + 1 for arrays in LAYERS.values()) + 5  # and the notes
+    assert sum(map(len, layers)) == sum(len(arrays) + 1 for arrays in LAYERS.values()) + 6  # and the notes
     rng = np.random.default_rng(47)
     for round_ in range(max(map(len, layers))):
         damaged = [files[round_] for files in layers if round_ < len(files)]
