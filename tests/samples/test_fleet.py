@@ -82,16 +82,24 @@ def test_a_hanging_input_costs_its_row(tmp_path, broken):
     assert rows[broken[1][0]]["error_code"] == "unsupported-dump"
 
 
-def test_types_rows_are_stats(local_run, capsys):
+def test_types_rows_are_stats(local_run, capsys, tmp_path):
     out, _ = local_run
     types = table(out, "types")
     for path in sample_dumps():
+        rows = types
+        if "singlefile" in path:
+            # some of its types are named from the app's executable, at the path the dump names, when it is there:
+            # a test of the oracle tier may download it between the fleet's run above and this stats (in CI it
+            # did), so the fleet runs again on it here, next to the stats it is compared with
+            again = tmp_path / "again"
+            fleet.run([path], str(again), workers=1, limits=LIMITS)
+            rows = table(again, "types")
         code, text, err = run(capsys, "stats", path, "--format", "json")
         assert code == 0, err
         expected = sorted((int(t["method_table"], 16), t["name"], t["count"], t["total_size"], t["total_aligned_size"])
                           for t in json.loads(text)["types"])
         got = sorted((t["method_table"], t["name"], t["count"], t["bytes"], t["aligned_bytes"])
-                     for t in types if t["path"] == path)
+                     for t in rows if t["path"] == path)
         assert got == expected, path
 
 
