@@ -13,9 +13,12 @@ again.
 - **Atomic**: written into a temporary directory beside the final one and renamed into place: a crashed writer
   leaves no index that is used (its temporary directory is removed by the next writer), and of two concurrent
   writers the first rename wins.
-- **Checked**: a manifest gives every array's dtype, shape and digest (:func:`digest`), and the graph's own
-  invariants (sorted addresses, row bounds that rise to the edge count, targets that are nodes) are checked when
-  it is opened: an index that fails any of it is foreign or corrupt, is removed, and the graph is built again.
+- **Checked**: a manifest (itself under a CRC-32) gives every array's dtype, shape, digest (:func:`digest`) and
+  the identity of its file as written (size, inode, modification and change times); a file that is not the one
+  written is read in full when the index is opened, its digest and the graph's own invariants (sorted addresses,
+  row bounds that rise to the edge count, targets that are nodes) checked: an index that fails any of it is
+  foreign or corrupt, is removed, and the graph is built again.  Files as written are mapped unread, so that a
+  command reads only the pages it uses.
 - Only a graph whose walk reported nothing is kept: a dump with heap anomalies is walked (and its findings
   reported) every time.
 - **Layers**: what is computed from the graph for one set of roots (the reversed references, the breadth-first
@@ -52,7 +55,7 @@ MIN_NODES = 200_000
 #: the arrays of a HeapGraph kept, and the dtypes each may have
 ARRAYS = {"addresses": ("uint64",), "kinds": ("uint16", "uint32"), "types": ("uint64",),
           "aligned": ("uint32", "int64"), "indptr": ("int32", "int64"), "indices": ("int32", "int64")}
-_HEAD, _TAIL, _CHUNK = 1 << 20, 64 << 10, 64 << 20
+_HEAD, _TAIL = 1 << 20, 64 << 10
 
 
 def default_directory() -> Path:
@@ -148,8 +151,7 @@ def digest(array: np.ndarray) -> str:
     """A position-weighted sum of the array's 8-byte words, modulo 2**64 (Fletcher's scheme over words:
     ``sum(w)`` and ``sum(i * w)``), with the CRC-32 of the bytes after the last whole word: any changed word
     changes the first sum, two words that changed places (of different values) the second.  Numpy sums it at
-    memory speed, several times faster than CRC-32, so that an index of ten million objects is checked in
-    some hundredths of a second each time it is mapped."""
+    memory speed, five times as fast as CRC-32: the graph of ten million objects in about 0.02 s."""
     weights = _weights()
     raw = array.reshape(-1).view(np.uint8)
     whole = len(raw) // 8

@@ -33,6 +33,7 @@ def type_totals(session: Session, selected: ObjectFilter | None = None, jobs: in
     if kept is not None:
         return TypeStats(totals={int(mt): list(row) for mt, row in kept["totals"]}, seen=set(kept["seen"]))
     result = TypeStats()
+    before = (len(session.warnings), session.findings.count)
 
     def collect(win: Any) -> parallel.StepOutput:
         part = TypeStats()
@@ -41,7 +42,7 @@ def type_totals(session: Session, selected: ObjectFilter | None = None, jobs: in
 
     parallel.run_steps(session, collect, share=parallel.can_share(session, jobs, writes=False),
                        progress=progress, on_found=on_found, absorb=result.merge)
-    if note is not None:
+    if note is not None and (len(session.warnings), session.findings.count) == before:  # a clean walk's alone
         note.save({"totals": sorted(result.totals.items()), "seen": sorted(result.seen)})
     return result
 

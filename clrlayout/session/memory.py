@@ -316,8 +316,10 @@ class RuntimeMemory:
         kept = self.kept_answers("static-names")
         if kept is not None and str(slot) in kept:
             return kept[str(slot)]
+        said = len(self.warnings)
         name = self._static_name_of(slot, array)
-        self.keep_answer("static-names", str(slot), name)
+        if len(self.warnings) == said:  # (what warned is named again, and warns again)
+            self.keep_answer("static-names", str(slot), name)
         return name
 
     def kept_answers(self, kind: str) -> dict | None:
