@@ -4,6 +4,7 @@ for strings that can still match."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -76,8 +77,9 @@ class ObjectFilter:
     max_size: int | None = None
     heaps: frozenset | None = None  # heap codes (heap.segments.HEAPS)
     method_table: int | None = None
-    #: --live / --dead: the sorted addresses of the objects reachable from the roots, and which to keep (free
-    #: space is neither: it is left out of both)
+    #: --live / --dead: the sorted addresses of the objects reachable from the roots (or a function that reads
+    #: them, called once when a window is first tested: totals the index keeps never need them), and which to
+    #: keep (free space is neither: it is left out of both)
     live_addresses: object = None
     live: bool | None = None
     free_method_tables: frozenset = frozenset()
@@ -89,6 +91,12 @@ class ObjectFilter:
     def active(self) -> bool:
         return any(v is not None for v in (self.address_range, self.min_size, self.max_size, self.heaps,
                                            self.method_table, self.live))
+
+    @functools.cached_property
+    def live_sorted(self) -> Any:
+        """The sorted addresses of ``live_addresses``, read once."""
+        found = self.live_addresses
+        return found() if callable(found) else found
 
     @property
     def only_live(self) -> bool:
@@ -111,7 +119,7 @@ class ObjectFilter:
         if self.method_table is not None:
             keep &= win.method_tables == np.uint64(self.method_table)
         if self.live is not None:
-            keep &= is_in(self.live_addresses, win.offsets.astype(np.uint64) + np.uint64(win.base)) == self.live
+            keep &= is_in(self.live_sorted, win.offsets.astype(np.uint64) + np.uint64(win.base)) == self.live
             keep &= ~np.isin(win.method_tables, np.array(sorted(self.free_method_tables), dtype=np.uint64))
         if self.address_range is not None or self.heaps is not None:
             addresses = win.offsets.astype(np.uint64) + np.uint64(win.base)
@@ -133,7 +141,7 @@ class ObjectFilter:
                         and not self.address_range[0] <= obj.address < self.address_range[1])
                     or (self.heaps is not None and HEAP_CODES[obj.segment.generation(obj.address)] not in self.heaps)
                     or (self.live is not None and (obj.method_table in self.free_method_tables
-                                                   or bool(is_in(self.live_addresses, [obj.address])[0]) != self.live)))
+                                                   or bool(is_in(self.live_sorted, [obj.address])[0]) != self.live)))
 
 
 def is_in(sorted_addresses: Any, addresses: Any) -> Any:

@@ -328,9 +328,9 @@ with_frozen_option = click.option(
     help="With --dead: also the objects of frozen segments that no root reaches, as SOS's -dead lists them.")
 
 
-def with_liveness(dump, selected, live, kinds):
+def with_liveness(dump, selected, live, kinds, totals=False):
     """``selected`` keeping only the live (or dead) objects of the dump's object graph (--live, --dead), after
-    the checks of the options that go with them."""
+    the checks of the options that go with them (``totals``: for totals by type, see ``select_live``)."""
     from ..model.liveness import select_live
 
     ctx = click.get_current_context()
@@ -344,7 +344,7 @@ def with_liveness(dump, selected, live, kinds):
         if index_given():
             raise UsageError("--index and --no-index are for the object graph of --live or --dead: give one of them")
         return selected
-    selected, unreached = select_live(dump, selected, live, kinds, with_frozen)
+    selected, unreached = select_live(dump, selected, live, kinds, with_frozen, totals)
     if unreached and not ctx.params.get("quiet"):
         click.echo(f"clrlayout: {unreached:,} objects of frozen segments that no root reaches are not listed as "
                    "dead: the GC never frees them (string literals, frozen objects); --gen frozen lists them, "

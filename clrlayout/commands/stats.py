@@ -99,7 +99,7 @@ def _type_stats(file, type_name, exact, fmt, sort, top, jobs, assemblies, strict
 
     with _open(file, None, profile, heap, assemblies) as dump:
         dump.require_exact("statistics by type")
-        selected = with_liveness(dump, selected, live, kinds)
+        selected = with_liveness(dump, selected, live, kinds, totals=True)
         _preamble(dump, quiet)
         with _progress(dump, fmt) as progress:
             result = dump.runtime.heap.type_totals(selected, jobs, progress.advance, progress.found)

@@ -14,13 +14,15 @@ if TYPE_CHECKING:
 
 
 def select_live(dump: Dump, selected: Any, live: bool, kinds: tuple[str, ...],
-                with_frozen: bool = False) -> tuple[Any, int]:
+                with_frozen: bool = False, totals: bool = False) -> tuple[Any, int]:
     """``selected`` (a :class:`~clrlayout.analyses.filters.StringFilter` or ``ObjectFilter``) keeping only the
     live objects (``live``) or the dead ones.
 
     Args:
         kinds: the root kinds.
         with_frozen: with ``live`` False, also the frozen segments' objects no root reaches (as SOS's -dead).
+        totals: the selection is for totals by type (an ObjectFilter), which the dump's index may keep: the
+            live addresses are read only when a window is first tested.
 
     Returns:
         The narrowed selection, and how many frozen objects no root reaches were kept out of the dead ones.
@@ -30,20 +32,23 @@ def select_live(dump: Dump, selected: Any, live: bool, kinds: tuple[str, ...],
     """
     session = dump._session
     graph = session.object_graph(kinds)
-    keep = graph.live
     frozen = [(seg.start, seg.end) for seg in session.heap.segments if seg.kind == "frozen"]
+    in_frozen = None
     unreached = 0
     if not live and frozen and not with_frozen:  # the GC never frees them: not dead
         addresses = graph.graph.addresses
         in_frozen = np.zeros(len(addresses), dtype=bool)
         for lo, hi in frozen:
             in_frozen |= (addresses >= lo) & (addresses < hi)
-        unreached = int(np.count_nonzero(in_frozen & ~keep))
-        keep = keep | in_frozen
-    live_addresses = graph.graph.addresses[keep]
+        unreached = int(np.count_nonzero(in_frozen & ~graph.live))
+
+    def live_addresses() -> np.ndarray:
+        keep = graph.live if in_frozen is None else graph.live | in_frozen
+        return graph.graph.addresses[keep]
+
     if hasattr(selected, "free_method_tables"):
         free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
         key = f"{graph.roots_key}-{'live' if live else 'dead'}{'-frozen' if with_frozen else ''}"
-        return dataclasses.replace(selected, live_addresses=live_addresses, live=live,
-                                   free_method_tables=free, live_key=key), unreached
-    return dataclasses.replace(selected, live_addresses=live_addresses, live=live), unreached
+        return dataclasses.replace(selected, live_addresses=live_addresses if totals else live_addresses(),
+                                   live=live, free_method_tables=free, live_key=key), unreached
+    return dataclasses.replace(selected, live_addresses=live_addresses(), live=live), unreached

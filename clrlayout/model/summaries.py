@@ -34,6 +34,8 @@ def type_totals(session: Session, selected: ObjectFilter | None = None, jobs: in
         return TypeStats(totals={int(mt): list(row) for mt, row in kept["totals"]}, seen=set(kept["seen"]))
     result = TypeStats()
     before = (len(session.warnings), session.findings.count)
+    if selected is not None and selected.live is not None:
+        selected.live_sorted  # noqa: B018 -- read once here, not in each process the walk forks
 
     def collect(win: Any) -> parallel.StepOutput:
         part = TypeStats()

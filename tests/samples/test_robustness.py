@@ -1,6 +1,6 @@
 """Hostile, truncated and damaged dumps: a documented exit code and one line on stderr, never a traceback
 (exit 70), never a hang.  Structure-aware mutations of real and synthetic dumps (Hypothesis, bounded for
-CI), byte flips, truncations, and every 4 KB truncation point of every sample.  The long coverage-guided
+CI), byte flips, truncations, and a sweep of 4 KB truncation points of every sample.  The long coverage-guided
 campaign is fuzz/fuzz_clrlayout.py; its crashers become files in tests/corpus/regressions/.  Each damaged dump goes
 through info, dump, memory, native, threads, report, retained and pe."""
 
@@ -216,16 +216,35 @@ def _cut_runs(source: Path, cuts: list, work_dir: Path) -> list:
     return out
 
 
+def _sweep(source: Path, parity: int) -> list[int]:
+    """The truncation points of a sample: every 4 KB point up to the first byte of memory the dump holds (the
+    headers, directories, notes and streams that describe the process) and after its last, every other one
+    (those of ``parity``) in between, where a cut only decides how much of the memory is left; and the last
+    byte."""
+    from clrlayout.dump import open_dump
+    from clrlayout.limits import DEFAULT_LIMITS
+
+    size = source.stat().st_size
+    with open_dump(str(source), DEFAULT_LIMITS) as dump:
+        regions = dump.memory.regions
+        first = min(r.offset for r in regions)
+        last = max(r.offset + r.size for r in regions)
+    return [c for c in range(4096, size, 4096) if not first < c < last or (c // 4096) % 2 == parity] + [size - 1]
+
+
 @pytest.mark.parametrize("entry", manifest(), ids=lambda e: e["file"])
 @pytest.mark.slow
 def test_every_truncation_point(entry, tmp_path):
-    """Every 4 KB truncation point of every sample: exit 0 or a documented error code, with linear work. The
-    cuts are shared by two processes (forked: each a copy of this one), every other cut each."""
+    """The truncation points of every sample (``_sweep``: every 4 KB point of what describes the process, every
+    other one in its memory data, the two halves on alternate samples): exit 0 or a documented error code,
+    with linear work. The cuts are shared by two processes (forked: each a copy of this one), every other cut
+    each."""
     from concurrent.futures import ProcessPoolExecutor
 
     source = SAMPLES / entry["file"]
     size = source.stat().st_size
-    cuts = list(range(4096, size, 4096)) + [size - 1]
+    cuts = _sweep(source, [e["file"] for e in manifest()].index(entry["file"]) % 2)
+    assert len(cuts) > size // 8192  # a sweep, not a sample of it
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
         runs = [r for part in pool.map(_cut_runs, [source] * 2, [cuts[0::2], cuts[1::2]], [tmp_path] * 2)
                 for r in part]
