@@ -42,7 +42,7 @@ def select_live(dump: Dump, selected: Any, live: bool, kinds: tuple[str, ...],
             in_frozen |= (addresses >= lo) & (addresses < hi)
         unreached = int(np.count_nonzero(in_frozen & ~graph.live))
 
-    def live_addresses() -> np.ndarray:
+    def live_addresses() -> Any:
         keep = graph.live if in_frozen is None else graph.live | in_frozen
         return graph.graph.addresses[keep]
 
