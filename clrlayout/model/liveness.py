@@ -43,8 +43,7 @@ def select_live(dump: Dump, selected: Any, live: bool, kinds: tuple[str, ...],
         unreached = int(np.count_nonzero(in_frozen & ~graph.live))
 
     def live_addresses() -> Any:
-        keep = graph.live if in_frozen is None else graph.live | in_frozen
-        return graph.graph.addresses[keep]
+        return reached_addresses(graph, in_frozen)
 
     if hasattr(selected, "free_method_tables"):
         free = frozenset(m for m, t in session.mts.known().items() if t.kind == "free")
@@ -52,3 +51,8 @@ def select_live(dump: Dump, selected: Any, live: bool, kinds: tuple[str, ...],
         return dataclasses.replace(selected, live_addresses=live_addresses if totals else live_addresses(),
                                    live=live, free_method_tables=free, live_key=key), unreached
     return dataclasses.replace(selected, live_addresses=live_addresses(), live=live), unreached
+
+
+def reached_addresses(graph: Any, also: Any = None) -> Any:
+    """The sorted addresses of the objects an object graph's roots reach (and of those ``also`` marks)."""
+    return graph.graph.addresses[graph.live if also is None else graph.live | also]

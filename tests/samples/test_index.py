@@ -196,11 +196,11 @@ def test_unchanged_files_are_not_read_again_to_be_checked(dump, tmp_path, capsys
 def _no_computation(monkeypatch, names: bool = False):
     """What the layers and notes keep may not be computed again: the reversed graph, the breadth-first tree, the
     dominator tree and its per-type sums, the native owners, the statics' bases (``names``: and the names of the
-    statics' and the references' slots, and the heap walk of ``stats --live``/``--dead``, which the commands that
-    answered before kept)."""
+    statics' and the references' slots, and the heap walk of ``stats --live``/``--dead`` and the live addresses it
+    would test, which the commands that answered before kept)."""
     from clrlayout import parallel
     from clrlayout.graph import objectgraph, statics
-    from clrlayout.model import native
+    from clrlayout.model import liveness, native
     from clrlayout.session.memory import RuntimeMemory
 
     def refuse(*args, **kwargs):
@@ -210,7 +210,7 @@ def _no_computation(monkeypatch, names: bool = False):
                          (objectgraph, "breadth_first"), (objectgraph, "top_of_kind"), (native, "native_heap_of"),
                          (statics.Statics, "all_types"), (statics.Statics, "_search"),
                          *([(RuntimeMemory, "_static_name_of"), (RuntimeMemory, "_slot_names"),
-                            (parallel, "run_steps")] if names else [])):
+                            (parallel, "run_steps"), (liveness, "reached_addresses")] if names else [])):
         monkeypatch.setattr(module, name, refuse)
 
 
