@@ -78,7 +78,8 @@ def _report(report) -> None:
     """What --redact zeroed, on stderr: the totals and the ten types with the most bytes zeroed."""
     rows = report.as_dict()["types"]
     click.echo(f"clrlayout: redacted {report.objects:,} objects ({report.bytes:,} bytes zeroed) in {len(rows):,} "
-               f"types; {report.kept_objects:,} objects kept whole (--redact-keep); thread stacks {report.stacks}",
+               f"types; {report.kept_objects:,} objects kept whole (--redact-keep); thread stacks {report.stacks}"
+               f"{' (--keep-stacks)' if report.stacks == 'kept whole' else ''}",
                err=True)
     for row in rows[:10]:
         click.echo(f"  {row['objects']:>9,} objects {row['bytes']:>12,} bytes  {row['name']}", err=True)

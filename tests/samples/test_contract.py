@@ -207,7 +207,7 @@ def test_a_windows_runtime_file_found_with_assemblies(capsys, tmp_path):
     from tests.support.fresh import runtimes
 
     from clrlayout.dump import open_dump
-    from clrlayout.trim.minidump import write_minidump
+    from clrlayout.dump.miniwrite import write_minidump
 
     whole = SAMPLES / "strings.coreclr-10.0.0.win-x64.dmp"
     code = main(["info", str(whole), "--format", "json"])

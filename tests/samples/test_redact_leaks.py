@@ -109,7 +109,7 @@ def test_an_images_code_and_field_data_are_zeroed(redacted):
     the redacted copy none of them; its PE headers are the original's."""
     import dnfile
 
-    from clrlayout.trim.images import _header_length
+    from clrlayout.session.imagekeep import _header_length
 
     def code(path):
         """Per image mapped flat: its headers' bytes, and the bytes of its method bodies and field data."""
@@ -274,7 +274,7 @@ def test_the_output_is_checked_before_it_is_put_in_place(tmp_path, capsys, monke
 
     out = tmp_path / "out.core"
     out.write_bytes(b"what was there before")
-    monkeypatch.setattr(trim_module, "_what_it_holds", lambda *a, **k: (1, 0, 0))  # a copy that reads as nothing
+    monkeypatch.setattr(trim_module, "what_it_holds", lambda *a, **k: (1, 0, 0))  # a copy that reads as nothing
     code, _, err = run(capsys, "trim", SAMPLES / GRAPH, out, "--redact")
     assert code == 6 and "does not read as the original" in err
     assert out.read_bytes() == b"what was there before"

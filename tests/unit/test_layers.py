@@ -125,13 +125,14 @@ DOOR = {"model", "present", "errors", "limits", "util", "formats", "commands", "
 ENGINE = {"heap", "objects", "graph", "session", "runtime", "types", "dump", "analyses", "native", "parallel"}
 
 
-def test_commands_and_fleet_reach_the_dump_only_through_the_model():
-    """No module of ``commands/`` or ``fleet/`` imports the engine (heap walks, objects, the graph, the session,
-    the readers below them): each opens a dump with ``clrlayout.model.open`` and asks the model."""
+def test_commands_fleet_and_trim_reach_the_dump_only_through_the_model():
+    """No module of ``commands/``, ``fleet/`` or ``trim/`` imports the engine (heap walks, objects, the graph, the
+    session, the readers and writers below them): each opens a dump with ``clrlayout.model.open`` (``trim``: asks
+    ``clrlayout.model.copies`` what a copy keeps, and to write it) and asks the model."""
     wrong = []
     for module, targets in _imports().items():
         parts = module.split(".")
-        if len(parts) < 2 or parts[1] not in ("commands", "fleet"):
+        if len(parts) < 2 or parts[1] not in ("commands", "fleet", "trim"):
             continue
         for target in targets:
             top = target.split(".")[1] if "." in target else target

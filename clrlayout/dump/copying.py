@@ -34,7 +34,7 @@ def clip(ranges, space) -> list[tuple[int, int, int]]:
 
 def copy_range(dump, f, start: int, size: int, keep=None) -> None:
     """Copy target memory [start, start+size) from the dump into ``f`` in bounded chunks; with ``keep`` (a
-    :class:`~clrlayout.trim.redact.Keep`), every byte it does not keep written as zero."""
+    :class:`~clrlayout.session.redactplan.Keep`), every byte it does not keep written as zero."""
     pos = start
     end = start + size
     while pos < end:

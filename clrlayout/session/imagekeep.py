@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .ranges import PAGE
+from ..dump.copying import PAGE
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from . import Session
 
 #: a metadata root's signature (ECMA-335 II.24.2.1), the most stream headers read after it, the streams kept whole
 METADATA_SIGNATURE = b"BSJB"

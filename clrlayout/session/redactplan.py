@@ -1,14 +1,14 @@
 """``trim --redact``: which bytes of a trimmed dump stay as they are; every other byte is written as zero.
 
 An allow-list, not a search for secrets: a byte is kept only when the analysis read it outside the GC heap (the
-runtime's structures; of the managed images only what naming reads: trim/images.py) or when it is structure inside
+runtime's structures; of the managed images only what naming reads: session/imagekeep.py) or when it is structure inside
 the heap — each object's header word, MethodTable pointer, length (an array's bounds, a string's length) and every
 reference slot its type's GC description names; of free space, its MethodTable and length.  Everything else on the
 heap is zeroed: string characters, the elements of arrays of primitives, every primitive field of every object and
 boxed value, free space, and whatever lies past a segment's allocated end (the walk reads ahead there: old copies
 of moved objects, dead ones).  Bytes of the heap that the walk could not parse are never kept.  Thread stacks are
 left out (``--keep-stacks`` keeps them whole), as are the floating-point and vector registers of every thread; the
-notes and streams are redacted by the writers (trim/elf.py, trim/minidump.py).
+notes and streams are redacted by the writers (dump/elfwrite.py, dump/miniwrite.py).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..heap.fastwalk import TAIL
-from .images import image_parts
+from .imagekeep import image_parts
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from . import Session
 
 
 @dataclass
@@ -208,7 +208,7 @@ def plan(session: Session, recorded, keep_type_names=(), keep_stacks: bool = Fal
     from ..errors import UsageError
     from ..graph.roots import thread_stacks
 
-    session.require_exact("--redact (it zeroes what is not structure, object by object)")
+    session.require_exact("redact=True (it zeroes what is not structure, object by object)")
     keep_types = set()
     for name in keep_type_names:
         found = {mt for mt in session.mts.known() if session.is_named(mt, name, True)}
@@ -241,6 +241,6 @@ def plan(session: Session, recorded, keep_type_names=(), keep_stacks: bool = Fal
         stack_s, stack_e = _arrays(stacks)
         parts_s.append(stack_s)
         parts_e.append(stack_e)
-        report.stacks = "kept whole (--keep-stacks)"
+        report.stacks = "kept whole"
     held = heap + image_held  # the heap's pages and the images' metadata stay, zeroed where not kept
     return Keep.of((np.concatenate(parts_s), np.concatenate(parts_e)), held), report

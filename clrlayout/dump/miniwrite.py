@@ -6,7 +6,9 @@ import io
 
 from construct import Array, ConstructError
 
-from ..dump.minidump import (
+from ..errors import MalformedDump
+from .copying import clip, copy_range, merge
+from .minidump import (
     COMMENT_A,
     MEMORY64_LIST,
     MINIDUMP_DIRECTORY,
@@ -23,9 +25,7 @@ from ..dump.minidump import (
     THREAD_LIST,
     THREAD_SIZE,
 )
-from ..dump.redaction import COMMENT_PREFIX, encode
-from ..errors import MalformedDump
-from .ranges import clip, copy_range, merge
+from .redaction import COMMENT_PREFIX, encode
 
 # streams copied byte for byte (they hold no RVAs): MiscInfo (but for trim --redact), MemoryInfoList, ThreadInfoList
 VERBATIM = {MISC_INFO, 16, 17}

@@ -10,9 +10,9 @@ from __future__ import annotations
 from elftools.construct.lib import Container
 from elftools.elf.structs import ELFStructs
 
-from ..dump.elfcore import PN_XNUM
-from ..dump.redaction import elf_note
-from .ranges import copy_range
+from .copying import copy_range
+from .elfcore import PN_XNUM
+from .redaction import elf_note
 
 
 def _split(seg: dict, kept: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
