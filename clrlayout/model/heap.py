@@ -129,6 +129,13 @@ class Heap:
         mode: str | None = self._session.heap.gc_mode
         return mode
 
+    @property
+    def gc_heap_count(self) -> int:
+        """How many heaps the GC runs: one under workstation GC, one per heap under server GC (ClrMD's
+        ``ClrHeap.SubHeaps``)."""
+        count: int = self._session.heap.heap_count
+        return count
+
     def type_totals(self, selected: ObjectFilter | None = None, jobs: int | None = None,
                     progress: Callable[..., Any] | None = None,
                     on_found: Callable[[int], None] = lambda n: None) -> TypeStats:

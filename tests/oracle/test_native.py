@@ -253,11 +253,11 @@ def test_pe_names_every_frame_as_the_dac_does(owners_made, capsys):
 
     import runtimes
 
-    from clrlayout.session import open_session
+    import clrlayout
 
     raw = owners_made[0]
-    with open_session(str(raw)) as session:
-        version = session.runtime.version  # the runtime whose DAC names the frames
+    with clrlayout.open(str(raw)) as dump:
+        version = dump.runtime.version  # the runtime whose DAC names the frames
     code, stdout, stderr = run_cli(capsys, "dump", str(raw), "--type", "System.InvalidOperationException",
                                    "--format", "jsonl", "-q")
     assert code == 0, stderr

@@ -17,7 +17,6 @@ from tests.support.samples import SAMPLES
 from tests.support.cli import run
 
 import clrlayout
-from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 X64 = SAMPLES / "strings.coreclr-3.1.23.win-x64.dmp"
 LINUX = SAMPLES / "strings.coreclr-3.1.23.linux-x64.core"
@@ -48,8 +47,8 @@ def test_strict_means_exact_and_complete(capsys, triage_core, tmp_path):
 
 
 def test_mt_of_a_char_array_is_refused(capsys):
-    with open_session(X64) as s:
-        char_array = next(o.method_table for o in s.objects()
+    with clrlayout.open(str(X64)) as d:
+        char_array = next(o.method_table for o in d.runtime.heap.objects()
                           if o.type.kind == "array" and o.type.component_size == 2)
     code, out, err = run(capsys, "dump", X64, "--type", "System.String", "--mt", hex(char_array))
     assert code == 4 and out == "" and one_line_error(err) and "array" in err

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from clrlayout.dump import open_dump
-from clrlayout.session import open_session
+import clrlayout
 from tests.support.cli import run
 from tests.support.redaction import Redacted, found_in as _found_in, heap_only_values as _heap_only_values, json_of as _json, \
     structure as _structure
@@ -105,9 +105,9 @@ def test_a_corrupt_heap_is_redacted_or_refused(tmp_path, capsys, name, seed):
     import random
 
     source = SAMPLES / name
-    with open_session(str(source)) as session:
-        regions = list(session.dump.memory.iter_regions())
-        heap = [(s.start, s.end) for s in session.heap.segments if s.end > s.start]
+    with clrlayout.open(str(source)) as d:
+        regions = list(d.memory.iter_regions())
+        heap = [(s.start, s.end) for s in d.runtime.heap.segments if s.end > s.start]
     offsets = [r.offset + (max(lo, r.start) - r.start) for r in regions for lo, hi in heap
                if max(lo, r.start) < min(hi, r.end)]
     spans = [min(hi, r.end) - max(lo, r.start) for r in regions for lo, hi in heap if max(lo, r.start) < min(hi, r.end)]

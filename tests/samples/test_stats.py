@@ -11,7 +11,6 @@ from collections import Counter
 import pytest
 
 from clrlayout.cli import main
-from clrlayout.session import open_session  # the engine under the model: its plumbing too
 
 
 def _json(capsys, *args):
@@ -236,8 +235,8 @@ def test_heaps_and_gc_heaps_are_the_dumps_rows_grouped(capsys, sample):
     assert {r["heap"] for r in rows} == set(st["heaps"])
     import clrlayout
 
-    with open_session(str(sample.path)) as session:
-        gc_heaps = session.heap.heap_count
+    with clrlayout.open(str(sample.path)) as dump:
+        gc_heaps = dump.runtime.heap.gc_heap_count
     if sample.entry["gc"] == "server" and gc_heaps > 1:  # (.NET 10's server GC may run one heap: DATAS)
         assert len(st["gc_heaps"]) == gc_heaps
         assert sum(g["count"] for g in st["gc_heaps"]) == st["count"]

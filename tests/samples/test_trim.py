@@ -73,12 +73,12 @@ def test_trim_reports_what_its_output_holds(sample, tmp_path, capsys):
 def test_memory_a_trimmed_dump_left_out_is_missing_not_corrupt(sample, tmp_path, capsys):
     """A dump trimmed to its first strings lacks the rest of the heap and some MethodTables: its findings
     say the memory is not in the dump (never that a MethodTable is bad), and a whole trim has none."""
-    from clrlayout.session import open_session
+    import clrlayout
 
     out = tmp_path / ("first" + sample.path.suffix)
     assert main(["trim", str(sample.path), str(out), "--max-strings", "5", "-q"]) == 0
-    with open_session(str(out)) as a:
-        assert list(a.iter_strings())
+    with clrlayout.open(str(out)) as a:
+        assert list(a.runtime.heap.strings())
         kinds = {f.kind.slug for f in a.findings}
         assert kinds and kinds <= {"memory-missing", "method-table-missing"}
     whole = tmp_path / ("whole" + sample.path.suffix)
