@@ -44,8 +44,8 @@ def test_type_by_method_table_equals_type_by_name(entry):
 def test_struct_fields_found_by_method_table(capsys):
     """The command itself: a struct field's size is its struct's, never the room to the next field."""
     path = SAMPLES / "types.coreclr-8.0.4.win-x64.dmp"
-    with open_session(path) as s:
-        mt = s.method_tables_named("WithStructs")[0]
+    with clrlayout.open(str(path)) as d:
+        mt = d.runtime.types_named("WithStructs")[0].method_table
     outputs = []
     for arg in (f"{mt:#x}", "WithStructs"):
         assert main(["type", str(path), arg, "--format", "json"]) == 0
@@ -61,8 +61,8 @@ def test_string_type_is_laid_out_as_a_string(capsys, entry):
     path = SAMPLES / entry["file"]
     assert main(["type", str(path), "System.String", "-q"]) == 0
     table = capsys.readouterr().out
-    with open_session(path) as s:
-        version, arch = s.runtime.version, s.dump.arch
+    with clrlayout.open(str(path)) as d:
+        version, arch = d.runtime.version, d.arch
     assert main(["layout", "--length", "0", "--arch", arch, "--runtime", "coreclr", "--runtime-version", version]) == 0
     layout = capsys.readouterr().out
     rows = [line for line in layout.splitlines() if line.startswith("  ")]

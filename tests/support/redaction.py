@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from clrlayout.session import open_session
+import clrlayout
 from tests.support.cli import run
 from tests.support.samples import SAMPLES
 
@@ -32,9 +32,9 @@ def structure(capsys, path) -> dict:
     answers["stats"] = stats
     lines = [json.loads(line) for line in json_of(capsys, "dump", path, "--format", "jsonl").splitlines()]
     answers["strings"] = [{k: v for k, v in line.items() if k != "value"} for line in lines]
-    with open_session(str(path)) as session:
-        answers["objects"] = [(o.address, o.method_table, o.size, o.aligned_size, o.count, o.segment.kind)
-                              for o in session.objects()]
+    with clrlayout.open(str(path)) as dump:
+        answers["objects"] = [(o.address, o.method_table, o.size, o.aligned_size, o.count, o.generation)
+                              for o in dump.runtime.heap.objects()]
     for row in sorted(stats["types"], key=lambda r: -r["total_size"])[:6]:
         record = json.loads(json_of(capsys, "type", path, row["method_table"], "--format", "json"))
         for f in record["static_fields"]:  # a primitive static's value is a value, not structure
@@ -52,20 +52,22 @@ def structure(capsys, path) -> dict:
 def heap_only_values(path) -> list[bytes]:
     """The values (strings as UTF-16LE and UTF-8, byte arrays) of at least 8 bytes that the dump holds only
     inside its GC heap: the data of the program, not its metadata, module names or the runtime's own text."""
-    with open_session(str(path)) as session:
-        segments = [(s.start - 16, s.end) for s in session.heap.segments]
+    with clrlayout.open(str(path)) as dump:
+        heap = dump.runtime.heap
+        segments = [(s.start - 16, s.end) for s in heap.segments]
         values = set()
-        for s in session.iter_strings(decode=True):
-            if s.value and len(s.value) >= 8:
-                values.add(s.value.encode("utf-16-le", "surrogatepass"))
-                if s.value.isascii() is False:
-                    values.add(s.value.encode("utf-8", "surrogatepass"))
-        for obj in session.objects():
-            if obj.type_name == "System.Byte[]" and obj.count >= 8:
-                data = session.dump.memory.read_available(obj.address + 2 * session.profile.pointer_size, obj.count)
+        for s in heap.strings():
+            value = s.as_string()
+            if value and len(value) >= 8:
+                values.add(value.encode("utf-16-le", "surrogatepass"))
+                if value.isascii() is False:
+                    values.add(value.encode("utf-8", "surrogatepass"))
+        for obj in heap.objects():
+            if obj.type.name == "System.Byte[]" and obj.count >= 8:
+                data = dump.memory.read_available(obj.address + 2 * dump.pointer_size, obj.count)
                 if len(set(data)) > 2:
                     values.add(bytes(data))
-        regions = list(session.dump.memory.iter_regions())
+        regions = list(dump.memory.iter_regions())
     raw = path.read_bytes()
     # the file's bytes that hold heap memory; a value is only in the heap if it starts nowhere else
     inside = sorted((r.offset + max(lo, r.start) - r.start, r.offset + min(hi, r.start + r.size) - r.start)
