@@ -31,8 +31,8 @@ def test_kinds_add_up_to_the_dump(sample, capsys):
     assert sum(r["size"] for r in m["regions"]) == m["total_bytes"]
     assert sum(k["ranges"] for k in m["kinds"]) == len(m["regions"])
     # ranges do not overlap, and each lies in memory the dump holds
-    with open_session(sample.path) as s:
-        space = s.dump.memory
+    with clrlayout.open(str(sample.path)) as d:
+        space = d.memory
         last = 0
         for r in m["regions"]:
             start = int(r["start"], 16)
@@ -40,7 +40,7 @@ def test_kinds_add_up_to_the_dump(sample, capsys):
             last = start + r["size"]
         # every thread's stack that the dump holds is counted as that thread's stack
         stacks = {r["owner"] for r in m["regions"] if r["kind"] == "stack"}
-        for t in s.dump.threads:
+        for t in d.threads:
             if t.stack_start is not None and t.stack_end and space.is_mapped(t.stack_start, 1):
                 assert f"thread {t.id}" in stacks
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from clrlayout.session import open_session
+import clrlayout
+from clrlayout.session import open_session  # the engine under the model: the profile and MethodTable it chose
 
 
 def test_exactly_the_strings_of_the_heap_page(triage_core, triage_truth):
@@ -23,7 +24,9 @@ def test_exactly_the_strings_of_the_heap_page(triage_core, triage_truth):
 
 
 def test_sizes_use_the_base_size_of_26(triage_core):
-    with open_session(str(triage_core)) as a:
-        for s in a.iter_strings():
-            assert s.size == 26 + 2 * s.length
-            assert s.aligned_size == (s.size + 7) & ~7
+    with clrlayout.open(str(triage_core)) as d:
+        strings = list(d.runtime.heap.strings())
+    assert strings
+    for s in strings:
+        assert s.size == 26 + 2 * s.count
+        assert s.aligned_size == (s.size + 7) & ~7
